@@ -79,9 +79,7 @@ class ChatMessage:
         content = body.get("content", "")
         if not isinstance(content, str):
             # LangChain allows a list of content blocks; keep the text parts.
-            content = "".join(
-                b.get("text", "") if isinstance(b, dict) else str(b) for b in content
-            )
+            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
         return cls(
             role=role,
             content=content,

@@ -1,0 +1,95 @@
+"""Redis chat memory, in the layout n8n's Redis Chat Memory (LangChain RedisChatMessageHistory) uses.
+
+Keys (built by `Keys`, see mini_n8n/keys.py):
+
+| key               | type | holds                                                          |
+|-------------------|------|----------------------------------------------------------------|
+| chat:<sessionKey> | LIST | newest first; each element `{"type": ..., "data": {...}}` JSON |
+
+- write: one MULTI/EXEC with `LPUSH` of the turn's messages (oldest first, so the newest lands at
+  index 0) and, when a TTL is set, `EXPIRE`. The TTL slides on writes only, as in n8n.
+- read: `LRANGE`, reversed. A window of K turns reads only the newest 2K elements; the list itself
+  is never trimmed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+
+from memory.base import ChatMemory
+from memory.messages import ChatMessage
+from mini_n8n.keys import Keys
+
+log = logging.getLogger(__name__)
+
+
+class RedisMemory(ChatMemory):
+    def __init__(self, client: redis.Redis, keys: Keys, ttl_seconds: int = 0) -> None:
+        self._client = client
+        self._keys = keys
+        self._ttl_seconds = ttl_seconds  # 0 = never expires (n8n's sessionTTL default)
+
+    def messages(self, session_key: str) -> list[ChatMessage]:
+        return self._read(session_key, stop=-1)
+
+    def load(self, session_key: str, window: int | None) -> list[ChatMessage]:
+        if window is None:
+            return self.messages(session_key)
+        if window <= 0:
+            return []  # never LRANGE 0 -1 by accident: stop=2*0-1 would mean "everything"
+        return self._read(session_key, stop=2 * window - 1)
+
+    def add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
+        if not messages:
+            return  # LPUSH needs at least one element
+        key = self._keys.chat(session_key)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.lpush(key, *(encode(m) for m in messages))
+        if self._ttl_seconds > 0:
+            pipe.expire(key, self._ttl_seconds)
+        pipe.execute()
+
+    def clear(self, session_key: str) -> None:
+        self._client.delete(self._keys.chat(session_key))
+
+    def sessions(self) -> list[str]:
+        found = {
+            self._keys.session_from_chat_key(_text(key))
+            for key in self._client.scan_iter(match=self._keys.chat_pattern(), count=500)
+        }
+        return sorted(found)  # SCAN may return a key twice
+
+    def _read(self, session_key: str, stop: int) -> list[ChatMessage]:
+        raw = self._client.lrange(self._keys.chat(session_key), 0, stop)
+        decoded = (decode(element) for element in reversed(raw))
+        return [message for message in decoded if message is not None]
+
+
+def encode(message: ChatMessage) -> str:
+    """Compact JSON, byte-for-byte what JavaScript's JSON.stringify gives n8n."""
+    return json.dumps(message.to_stored(), separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(element: str | bytes) -> ChatMessage | None:
+    """One list element as a message, or None (logged) when it is not one we can read.
+
+    The list may hold elements written by other programs (n8n, LangChain, a person with
+    redis-cli), including LangChain types we do not model ("function", "chat"): skip them rather
+    than fail the whole conversation.
+    """
+    try:
+        data: Any = json.loads(element)  # accepts bytes (UTF-8)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return ChatMessage.from_stored(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.warning("skipping unreadable chat memory element %.200r: %s", element, exc)
+        return None
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
