@@ -77,7 +77,11 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout
         while not reachable(self.url, timeout=0.2):
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                err = (
+                    self.process.stderr.read().decode(errors="replace")
+                    if self.process.stderr
+                    else ""
+                )
                 raise RuntimeError(f"valkey-server exited at start: {err.strip()}")
             if time.monotonic() > deadline:
                 self.stop()

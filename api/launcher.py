@@ -1,0 +1,82 @@
+"""Starting an execution from the api: record it, subscribe to its events, enqueue it.
+
+The order is the point: the relay's subscription is confirmed by Redis before the task is
+enqueued, so a worker can never publish an event nobody hears (peer-lessons: Dify #40948).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from api.relay import Relay, Stream
+from engine.workflow import Workflow
+from mini_n8n.keys import Keys
+from mini_n8n.settings import Settings
+from worker.celery_app import TASK_NAME
+from worker.executions import ExecutionStore, Status, now_ms
+
+
+@dataclass
+class Launch:
+    execution_id: str
+    stream: Stream | None  # None when nobody waits for the outcome (onReceived)
+
+
+class Launcher:
+    def __init__(self, settings: Settings, keys: Keys, store: ExecutionStore, relay, celery):
+        self.settings = settings
+        self.keys = keys
+        self.store = store
+        self._relay = relay  # callables: built lazily, once per process
+        self._celery = celery
+
+    @property
+    def relay(self) -> Relay:
+        return self._relay()
+
+    def start(
+        self,
+        raw: dict[str, Any],
+        workflow: Workflow,
+        trigger: str,
+        items: list[dict[str, Any]],
+        *,
+        mode: str,
+        response_mode: str,
+        session_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Launch:
+        execution_id = secrets.token_hex(8)
+        record = {
+            "id": execution_id,
+            "workflowId": workflow.id,
+            "workflowName": workflow.name,
+            "mode": mode,
+            "status": Status.NEW,
+            "createdAt": now_ms(),
+            "sessionId": session_id,
+            "responseMode": response_mode,
+            **(extra or {}),
+        }
+        self.store.create(record)
+        stream = None
+        if response_mode != "onReceived":
+            stream = self.relay.subscribe(self.keys.execution_events(execution_id))
+        payload = {
+            "record": record,
+            "workflow": raw,
+            "startNode": trigger,
+            "items": items,
+            "streaming": response_mode == "streaming",
+        }
+        try:
+            self._celery().send_task(TASK_NAME, args=[payload], queue=self.settings.task_queue)
+        except Exception as err:
+            if stream is not None:
+                self.relay.unsubscribe(stream)
+            failed = {**record, "status": Status.ERROR, "error": f"could not enqueue: {err}"}
+            self.store.transition(failed, {Status.NEW})
+            raise
+        return Launch(execution_id, stream)

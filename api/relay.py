@@ -1,0 +1,165 @@
+"""The relay: one shared pub/sub connection per api process serves every open stream.
+
+A dispatcher thread (a greenlet under gunicorn's gevent worker) reads the connection and hands
+each message to the stream of its channel. `subscribe` returns only once Redis has confirmed the
+subscription, so the caller can enqueue the execution knowing no event can be missed. Streams
+are bounded: a client that does not read fast enough is cut off rather than letting the api's
+memory grow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from typing import Any
+
+import redis
+
+log = logging.getLogger("mini_n8n.relay")
+
+SUBSCRIBE_TIMEOUT = 5.0
+
+
+class RelayError(Exception):
+    pass
+
+
+class Stream:
+    """The events of one execution on their way to one HTTP response."""
+
+    def __init__(self, channel: str, max_bytes: int):
+        self.channel = channel
+        self.max_bytes = max_bytes
+        self.confirmed = threading.Event()
+        self._queue: queue.Queue = queue.Queue()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.overflowed = False
+        self.next_seq = 0
+
+    def put(self, data: str) -> bool:
+        with self._lock:
+            if self.overflowed:
+                return False
+            self._bytes += len(data)
+            if self._bytes > self.max_bytes:
+                self.overflowed = True
+                self._queue.put({"relayError": "the client is not reading the stream fast enough"})
+                return False
+        self._queue.put(data)
+        return True
+
+    def fail(self, reason: str) -> None:
+        self._queue.put({"relayError": reason})
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        """The next event, or None after `timeout` seconds of silence."""
+        try:
+            data = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(data, dict):
+            return data
+        with self._lock:
+            self._bytes -= len(data)
+        event = json.loads(data)
+        if event.get("s") != self.next_seq:
+            return {"relayError": "events of this execution were lost on the way"}
+        self.next_seq += 1
+        return event
+
+
+class Relay:
+    def __init__(self, redis_url: str, max_stream_bytes: int = 8 * 1024 * 1024):
+        self.redis_url = redis_url
+        self.max_stream_bytes = max_stream_bytes
+        self._streams: dict[str, Stream] = {}
+        self._lock = threading.Lock()  # guards _streams and writes to the connection
+        self._conn = None
+        self._thread: threading.Thread | None = None
+
+    def open_streams(self) -> int:
+        return len(self._streams)
+
+    def subscribe(self, channel: str) -> Stream:
+        stream = Stream(channel, self.max_stream_bytes)
+        with self._lock:
+            if channel in self._streams:
+                raise RelayError(f"{channel} is already being relayed")
+            self._streams[channel] = stream
+            try:
+                self._connection().send_command("SUBSCRIBE", channel)
+            except (redis.RedisError, OSError) as err:
+                self._streams.pop(channel, None)
+                self._reset()
+                raise RelayError(f"cannot subscribe: {err}") from err
+        if not stream.confirmed.wait(SUBSCRIBE_TIMEOUT):
+            self.unsubscribe(stream)
+            raise RelayError("Redis did not confirm the subscription in time")
+        return stream
+
+    def unsubscribe(self, stream: Stream) -> None:
+        with self._lock:
+            if self._streams.get(stream.channel) is not stream:
+                return
+            del self._streams[stream.channel]
+            if self._conn is not None:
+                try:
+                    self._conn.send_command("UNSUBSCRIBE", stream.channel)
+                except (redis.RedisError, OSError):
+                    self._reset()
+
+    # --- the connection and its reader (call with _lock held) ------------------------------
+    def _connection(self):
+        if self._conn is None:
+            pool = redis.ConnectionPool.from_url(
+                self.redis_url, protocol=2, client_name="mini-n8n-relay"
+            )
+            self._conn = pool.make_connection()
+            self._conn.connect()
+            self._thread = threading.Thread(target=self._dispatch, args=(self._conn,), daemon=True)
+            self._thread.start()
+        return self._conn
+
+    def _reset(self) -> None:
+        """Drop a broken connection; every open stream ends with an error."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.disconnect()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.fail("the api lost its connection to Redis")
+            stream.confirmed.set()
+
+    def _dispatch(self, conn) -> None:
+        while True:
+            try:
+                reply = conn.read_response()
+            except (redis.RedisError, OSError, AttributeError) as err:
+                with self._lock:
+                    if self._conn is conn:
+                        log.warning("relay connection lost: %s", err)
+                        self._reset()
+                return
+            self._route(reply)
+
+    def _route(self, reply) -> None:
+        if not isinstance(reply, list) or len(reply) < 3:
+            return
+        kind, channel, data = reply[0], reply[1], reply[2]
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        channel = channel.decode() if isinstance(channel, bytes) else channel
+        stream = self._streams.get(channel)
+        if stream is None:
+            return
+        if kind == "subscribe":
+            stream.confirmed.set()
+        elif kind == "message":
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            if not stream.put(text):
+                self.unsubscribe(stream)

@@ -1,0 +1,207 @@
+"""Answering a webhook in each response mode (DESIGN section 4).
+
+`streaming` relays the execution's chunks as NDJSON, one flushed line each; `lastNode` and
+`responseNode` wait for the outcome. Every wait is bounded: when the channel is quiet, a
+keepalive line goes out (streaming) and the execution record is checked, so a lost worker or a
+queue timeout ends the response with an error instead of a hung request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Response, jsonify
+
+from api.launcher import Launch
+from worker.executions import FINISHED, ExecutionStore, Status
+
+NDJSON = "application/x-ndjson; charset=utf-8"
+KEEPALIVE = '{"type":"keepalive"}\n'
+
+
+class Outcome:
+    """Reads one execution's events until it ends, checking on the worker when it is quiet."""
+
+    def __init__(self, launch: Launch, store: ExecutionStore, relay, settings):
+        self.launch = launch
+        self.store = store
+        self.relay = relay
+        self.settings = settings
+
+    def events(self) -> Iterator[dict[str, Any] | None]:
+        """Yields events; None means a quiet interval passed and the execution is still alive.
+        Ends after a `done` event, or after a synthesized one when the execution was lost."""
+        stream = self.launch.stream
+        try:
+            while True:
+                event = stream.get(timeout=self.settings.keepalive_seconds)
+                if event is None:
+                    lost = self._check()
+                    if lost is not None:
+                        yield lost
+                        return
+                    yield None
+                elif "relayError" in event:
+                    yield {"done": {"status": Status.ERROR, "error": event["relayError"]}}
+                    return
+                else:
+                    yield event
+                    if "done" in event:
+                        return
+        finally:
+            self.relay.unsubscribe(stream)
+
+    def _check(self) -> dict[str, Any] | None:
+        record = self.store.mark_crashed_if_lost(
+            self.launch.execution_id, self.settings.queue_timeout_seconds
+        )
+        if record is None:
+            return {"done": {"status": Status.CRASHED, "error": "The execution record is gone."}}
+        if record["status"] in FINISHED:
+            return {"done": _result_from_record(record)}
+        return None
+
+
+def _result_from_record(record: dict[str, Any]) -> dict[str, Any]:
+    output = None
+    last = record.get("lastNodeExecuted")
+    runs = (record.get("runData") or {}).get(last) or []
+    if runs:
+        for branch in (runs[-1].get("data") or {}).get("main") or []:
+            if branch:
+                output = branch[0].get("json")
+                break
+    return {
+        "status": record["status"],
+        "error": record.get("error"),
+        "output": output,
+        "streamed": False,
+    }
+
+
+# --- streaming --------------------------------------------------------------------------------
+def streaming_response(outcome: Outcome, headers: dict[str, str]) -> Response:
+    headers = {
+        **headers,
+        "Cache-Control": "no-cache",
+        "X-Accel-Buffering": "no",
+        "X-Execution-Id": outcome.launch.execution_id,
+    }
+    return Response(
+        _ndjson(outcome), status=200, mimetype=None, content_type=NDJSON, headers=headers
+    )
+
+
+def _ndjson(outcome: Outcome) -> Iterator[str]:
+    saw_error = False
+    events = outcome.events()
+    try:
+        for event in events:
+            if event is None:
+                yield KEEPALIVE
+            elif "lines" in event:
+                saw_error = saw_error or '"type":"error"' in event["lines"]
+                yield event["lines"]
+            elif "done" in event:
+                yield from _closing_lines(event["done"], saw_error, outcome.launch.execution_id)
+    finally:
+        events.close()  # the client may be gone: unsubscribe now, not when collected
+
+
+def _closing_lines(done: dict[str, Any], saw_error: bool, execution_id: str) -> Iterator[str]:
+    status = done.get("status")
+    if status == Status.SUCCESS:
+        if not done.get("streamed"):
+            # Nothing streamed (no Agent, or streaming off): the output as one begin/item/end.
+            meta = {"nodeName": None, "itemIndex": 0, "runIndex": 0}
+            yield _line({"type": "begin", "metadata": meta})
+            yield _line(
+                {"type": "item", "content": output_text(done.get("output")), "metadata": meta}
+            )
+            yield _line({"type": "end", "metadata": meta})
+        return
+    if not saw_error:
+        message = done.get("error") or _default_error(status)
+        yield _line(
+            {"type": "error", "content": message, "metadata": {"executionId": execution_id}}
+        )
+
+
+def _default_error(status: str | None) -> str:
+    if status == Status.CANCELED:
+        return "The execution was stopped."
+    return "The execution failed."
+
+
+def output_text(output: Any) -> str:
+    if isinstance(output, dict):
+        for key in ("output", "text", "message"):
+            if isinstance(output.get(key), str):
+                return output[key]
+    if output is None:
+        return ""
+    return json.dumps(output, ensure_ascii=False)
+
+
+def _line(chunk: dict[str, Any]) -> str:
+    return json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+# --- waiting modes ----------------------------------------------------------------------------
+def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
+    done = _wait(outcome, want_response=False)
+    headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
+    if done.get("status") != Status.SUCCESS:
+        body = {"message": "Error in workflow", "error": done.get("error") or "unknown error"}
+        return _json(body, 500, headers)
+    output = done.get("output")
+    if output is None:
+        output = {
+            "message": "Workflow executed successfully but the last node did not return any data"
+        }
+    return _json(output, 200, headers)
+
+
+def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
+    event = _wait(outcome, want_response=True)
+    headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
+    if "body" in event:
+        merged = {**headers, **(event.get("headers") or {})}
+        return Response(event.get("body", ""), status=int(event.get("status", 200)), headers=merged)
+    if event.get("status") != Status.SUCCESS:
+        body = {"message": "Error in workflow", "error": event.get("error") or "unknown error"}
+        return _json(body, 500, headers)
+    return _json(
+        {"message": "Workflow executed successfully but no Respond to Webhook node ran"},
+        200,
+        headers,
+    )
+
+
+def _wait(outcome: Outcome, want_response: bool) -> dict[str, Any]:
+    events = outcome.events()
+    try:
+        for event in events:
+            if event is None:
+                continue
+            if want_response and "response" in event:
+                return event["response"]
+            if "done" in event:
+                return event["done"]
+    finally:
+        events.close()
+    return {"status": Status.ERROR, "error": "the execution ended without a result"}
+
+
+def _json(body: Any, status: int, headers: dict[str, str]) -> Response:
+    response = jsonify(body)
+    response.status_code = status
+    response.headers.update(headers)
+    return response
+
+
+def started_response(execution_id: str, headers: dict[str, str]) -> Response:
+    body = {"message": "Workflow was started", "executionId": execution_id}
+    return _json(body, 200, {**headers, "X-Execution-Id": execution_id})

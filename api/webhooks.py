@@ -1,0 +1,104 @@
+"""Production webhooks under /webhook/<path>: find the active workflow, run its trigger's
+webhook handler here in the api, start the execution and answer in the trigger's response mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from api.chat_trigger import handle_chat
+from api.errors import ApiError
+from api.responses import (
+    Outcome,
+    last_node_response,
+    response_node_response,
+    started_response,
+    streaming_response,
+)
+from api.runtime import runtime
+from engine.context import merged_parameters
+from engine.nodes.chat_trigger import ChatTrigger
+from engine.nodes.webhook import Webhook
+from engine.webhooks import workflow_webhooks
+
+bp = Blueprint("webhooks", __name__)
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+@bp.route("/webhook/<path:path>", methods=ALL_METHODS)
+def webhook(path: str) -> Response:
+    rt = runtime()
+    path = path.strip("/")
+    method = "GET" if request.method in ("HEAD",) else request.method
+    workflow_id, allowed = rt.workflows.lookup(method, path)
+    if request.method == "OPTIONS":
+        if not allowed:
+            raise ApiError(404, f'The requested webhook "OPTIONS {path}" is not registered.')
+        return Response(status=204, headers={"Allow": ", ".join(["OPTIONS", *allowed])})
+    if workflow_id is None:
+        if allowed:
+            raise ApiError(
+                405,
+                f"This webhook is not registered for {method}",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        raise ApiError(404, f'The requested webhook "{method} {path}" is not registered.')
+    raw, workflow = rt.workflows.load(workflow_id)
+    node = _trigger_for(workflow, method, path)
+
+    def start(items, response_mode, session_id=None, headers=None):
+        return launch(rt, raw, workflow, node.name, items, response_mode, session_id, headers or {})
+
+    if node.type == ChatTrigger.type:
+        return handle_chat(rt, raw, workflow, node, request, start)
+    params = merged_parameters(node, Webhook.defaults)
+    return start([{"json": webhook_item(path)}], params["responseMode"])
+
+
+def _trigger_for(workflow, method: str, path: str):
+    for name, spec in workflow_webhooks(workflow):
+        if spec.method == method and spec.path == path:
+            return workflow.nodes[name]
+    raise ApiError(404, f'The requested webhook "{method} {path}" is not registered.')
+
+
+def webhook_item(path: str) -> dict[str, Any]:
+    """The Webhook node's output item, as n8n builds it from the request."""
+    if request.is_json:
+        body = request.get_json(silent=True)
+        if body is None and request.get_data():
+            raise ApiError(400, "The request body is not valid JSON")
+    elif request.form:
+        body = request.form.to_dict()
+    else:
+        body = request.get_data(as_text=True) or {}
+    return {
+        "headers": {k.lower(): v for k, v in request.headers.items()},
+        "params": {},
+        "query": request.args.to_dict(),
+        "body": body if body is not None else {},
+        "webhookUrl": request.base_url,
+        "executionMode": "production",
+    }
+
+
+def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers) -> Response:
+    launched = rt.launcher.start(
+        raw,
+        workflow,
+        trigger,
+        items,
+        mode="webhook",
+        response_mode=response_mode,
+        session_id=session_id,
+    )
+    if launched.stream is None:
+        return started_response(launched.execution_id, headers)
+    outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings)
+    if response_mode == "streaming":
+        return streaming_response(outcome, headers)
+    if response_mode == "responseNode":
+        return response_node_response(outcome, headers)
+    return last_node_response(outcome, headers)

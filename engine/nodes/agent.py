@@ -1,0 +1,153 @@
+"""AI Agent (`@n8n/n8n-nodes-langchain.agent`): a tool-calling loop over a chat model.
+
+For each input item: load the session's history from memory, ask the model with
+[system, *history, this turn's input], run the tools it calls and ask again, until it answers
+with text or `maxIterations` is reached. While streaming, the answer's tokens leave as
+begin / item* / end chunks. The turn is saved to memory only once the answer is complete.
+Every model, tool and memory call is recorded as a run of that sub-node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import NodeExecutionError
+from engine.node import NodeOutput, NodeType, SubInput, register
+from memory.messages import ChatMessage, ai, human, system, tool
+
+NO_PROMPT = (
+    "No prompt specified: expected to find the prompt in an input field called 'chatInput' "
+    "(this is what the Chat Trigger outputs). Set the prompt source to 'Define below' to "
+    "give one explicitly."
+)
+
+
+@register
+class Agent(NodeType):
+    type = "@n8n/n8n-nodes-langchain.agent"
+    sub_inputs = {
+        "ai_languageModel": SubInput(required=True, max_connections=2),  # 2nd = fallback model
+        "ai_memory": SubInput(max_connections=1),
+        "ai_tool": SubInput(),
+    }
+    defaults = {
+        "promptType": "auto",
+        "text": "={{ $json.chatInput }}",
+        "options": {
+            "systemMessage": "You are a helpful assistant",
+            "maxIterations": 10,
+            "enableStreaming": True,
+        },
+    }
+
+    def execute(self, ctx) -> NodeOutput:
+        return [[_AgentTurn(ctx, index).run() for index in range(len(ctx.input_items))]]
+
+
+class _AgentTurn:
+    """One input item's conversation turn."""
+
+    def __init__(self, ctx, index: int):
+        self.ctx = ctx
+        self.index = index
+        self.model_node = ctx.sub_nodes("ai_languageModel")[0]
+        memory_nodes = ctx.sub_nodes("ai_memory")
+        self.memory_node = memory_nodes[0] if memory_nodes else None
+        self.tools = {}
+        for node in ctx.sub_nodes("ai_tool"):
+            supplied = ctx.supply(node, index)
+            self.tools[supplied.name] = (node, supplied)
+
+    def run(self) -> dict[str, Any]:
+        ctx, index = self.ctx, self.index
+        text = self._prompt()
+        memory = ctx.supply(self.memory_node, index) if self.memory_node else None
+        history = self._load_history(memory, text) if memory else []
+        messages = [system(self._system_message()), *history, human(text)]
+        streaming = ctx.is_streaming() and bool(ctx.get_parameter("options.enableStreaming", True))
+        if streaming:
+            ctx.send_chunk("begin", index)
+        output = self._loop(messages, streaming)
+        if streaming:
+            ctx.send_chunk("end", index)
+        if memory:
+            self._save_turn(memory, text, output)
+        return {"json": {"output": output}, "pairedItem": {"item": index}}
+
+    def _prompt(self) -> str:
+        ctx = self.ctx
+        if ctx.get_parameter("promptType", "auto", self.index) == "auto":
+            value = ctx.expression_data(self.index).json.get("chatInput")
+        else:
+            value = ctx.get_parameter("text", "", self.index)
+        if value in (None, ""):
+            raise NodeExecutionError(NO_PROMPT, node=ctx.node.name, item_index=self.index)
+        return value if isinstance(value, str) else str(value)
+
+    def _system_message(self) -> str:
+        value = self.ctx.get_parameter("options.systemMessage", "", self.index)
+        return "" if value is None else str(value)
+
+    def _max_iterations(self) -> int:
+        try:
+            return max(int(self.ctx.get_parameter("options.maxIterations", 10, self.index)), 1)
+        except (TypeError, ValueError):
+            return 10
+
+    def _loop(self, messages: list[ChatMessage], streaming: bool) -> str:
+        ctx, index = self.ctx, self.index
+        model = ctx.supply(self.model_node, index)
+        tools = [t for _, t in self.tools.values()]
+        on_token = (lambda token: ctx.send_chunk("item", index, token)) if streaming else None
+        for _ in range(self._max_iterations()):
+            ctx.execution.check_canceled()
+            reply = ctx.run_sub(
+                self.model_node,
+                "ai_languageModel",
+                {"messages": [m.to_stored() for m in messages], "tools": [t.name for t in tools]},
+                lambda: model.invoke(messages, tools, on_token, ctx.cancel),
+                lambda r: {"response": r.to_stored()["data"]},
+            )
+            messages.append(reply)
+            if not reply.tool_calls:
+                return reply.content
+            for call in reply.tool_calls:
+                messages.append(tool(self._call_tool(call), call.id, call.name))
+        raise NodeExecutionError(
+            "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
+        )
+
+    def _call_tool(self, call) -> str:
+        found = self.tools.get(call.name)
+        if not found:
+            return f"Error: there is no tool called {call.name!r}"
+        node, supplied = found
+        return self.ctx.run_sub(
+            node,
+            "ai_tool",
+            dict(call.args),
+            lambda: supplied.call(call.args),
+            lambda r: {"response": r},
+        )
+
+    def _load_history(self, memory, text: str) -> list[ChatMessage]:
+        return self.ctx.run_sub(
+            self.memory_node,
+            "ai_memory",
+            {"action": "loadMemoryVariables", "values": {"input": text}},
+            memory.load,
+            lambda msgs: {
+                "action": "loadMemoryVariables",
+                "chatHistory": [m.to_stored() for m in msgs],
+            },
+        )
+
+    def _save_turn(self, memory, text: str, output: str) -> None:
+        turn = [human(text), ai(output)]
+        self.ctx.run_sub(
+            self.memory_node,
+            "ai_memory",
+            {"action": "saveContext", "input": {"input": text}, "output": {"output": output}},
+            lambda: memory.add_turn(turn),
+            lambda _: {"action": "saveContext", "chatHistory": [m.to_stored() for m in turn]},
+        )

@@ -1,0 +1,89 @@
+"""Mock Chat Model (`mini-n8n.lmChatMock`): a deterministic model, so tests and demos need no
+network (DESIGN section 7). It answers from the conversation:
+
+1. last message is a tool result        -> "Based on the tools: Calculator returned <result>."
+2. calculator connected + arithmetic     -> a tool call {"input": "19 * 23"}
+3. "what is my name"                     -> "Your name is <X>." / "I don't know your name yet."
+4. "my name is <X>"                      -> "Nice to meet you, <X>!"
+5. anything else                         -> "You said: <message>"
+
+Tokens are words with their trailing space; `delayPerTokenMs` waits between tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.errors import ExecutionCanceled
+from engine.llm import Cancellation, TokenCallback, Tool
+from engine.node import NodeType, register
+from memory.messages import ChatMessage, ToolCall, ai
+
+ARITHMETIC = re.compile(r"\(?-?\d+(?:\.\d+)?\)?(?:\s*[-+*/^%]\s*\(?-?\d+(?:\.\d+)?\)?)+")
+NAME_IS = re.compile(r"\bmy name is\s+([^\s.,!?;:]+(?:\s+[A-Z][^\s.,!?;:]*)*)", re.IGNORECASE)
+ASKS_NAME = re.compile(r"\bwhat(?:'s| is) my name\b", re.IGNORECASE)
+
+
+def tokenize(text: str) -> list[str]:
+    """Words with their trailing whitespace: the pieces concatenate back to `text` exactly."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
+    last = messages[-1] if messages else ChatMessage("human", "")
+    if last.role == "tool":
+        return ai(f"Based on the tools: Calculator returned {last.content}.")
+    users = [m.content for m in messages if m.role == "human"]
+    text = users[-1] if users else ""
+    calculator = next((t for t in tools if "calculator" in t.name.lower()), None)
+    match = ARITHMETIC.search(text)
+    if calculator and match:
+        call = ToolCall(calculator.name, {"input": match.group(0).strip()}, id="call_mock_1")
+        return ai("", [call])
+    if ASKS_NAME.search(text):
+        for earlier in reversed(users[:-1]):
+            named = NAME_IS.search(earlier)
+            if named:
+                return ai(f"Your name is {named.group(1)}.")
+        return ai("I don't know your name yet.")
+    named = NAME_IS.search(text)
+    if named:
+        return ai(f"Nice to meet you, {named.group(1)}!")
+    return ai(f"You said: {text}")
+
+
+@dataclass
+class MockChatModel:
+    delay_per_token: float = 0.0  # seconds
+    sleep: Callable[[float], None] | None = None
+
+    def invoke(
+        self,
+        messages: list[ChatMessage],
+        tools: list[Tool],
+        on_token: TokenCallback | None = None,
+        cancel: Cancellation | None = None,
+    ) -> ChatMessage:
+        reply = answer(messages, tools)
+        for index, token in enumerate(tokenize(reply.content)):
+            if cancel is not None and cancel.is_set():
+                raise ExecutionCanceled()
+            if index and self.delay_per_token and self.sleep:
+                self.sleep(self.delay_per_token)
+            if on_token is not None:
+                on_token(token)
+        return reply
+
+
+@register
+class LmChatMock(NodeType):
+    type = "mini-n8n.lmChatMock"
+    kind = "sub"
+    sub_output = "ai_languageModel"
+    defaults = {"delayPerTokenMs": 0}
+
+    def supply_data(self, ctx, item_index: int) -> MockChatModel:
+        delay_ms = float(ctx.get_parameter("delayPerTokenMs", 0) or 0)
+        return MockChatModel(delay_per_token=max(delay_ms, 0) / 1000, sleep=ctx.services.sleep)

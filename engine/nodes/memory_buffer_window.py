@@ -1,0 +1,31 @@
+"""Simple Memory (`@n8n/n8n-nodes-langchain.memoryBufferWindow`): chat memory kept in this
+process. Sessions idle for an hour are dropped. On several workers it forgets whenever a session's
+messages land on different processes; that is what the Redis memory is for."""
+
+from __future__ import annotations
+
+from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
+from engine.node import NodeType, register
+from memory.base import SessionMemory
+from memory.window import InProcessMemory
+
+QUEUE_MODE_WARNING = (
+    "Simple Memory keeps chat history inside one worker process: in queue mode, messages of one "
+    "session that land on different workers do not see each other. Use Redis Chat Memory."
+)
+
+_fallback = InProcessMemory()
+
+
+@register
+class MemoryBufferWindow(NodeType):
+    type = "@n8n/n8n-nodes-langchain.memoryBufferWindow"
+    kind = "sub"
+    sub_output = "ai_memory"
+    defaults = dict(SESSION_DEFAULTS)
+
+    def supply_data(self, ctx, item_index: int) -> SessionMemory:
+        backend = ctx.services.simple_memory or _fallback
+        # n8n keys the process-wide buffer by workflow and session.
+        key = f"{ctx.workflow.id}__{session_id(ctx)}"
+        return SessionMemory(backend, key, window_length(ctx))

@@ -1,0 +1,44 @@
+"""Redis Chat Memory (`@n8n/n8n-nodes-langchain.memoryRedisChat`): chat memory in Redis, in
+n8n's own layout, so any worker sees every turn and `redis-cli` shows the history."""
+
+from __future__ import annotations
+
+from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
+from engine.errors import NodeExecutionError
+from engine.node import NodeType, register
+from memory.base import SessionMemory
+from memory.redis import RedisMemory
+
+
+@register
+class MemoryRedisChat(NodeType):
+    type = "@n8n/n8n-nodes-langchain.memoryRedisChat"
+    kind = "sub"
+    sub_output = "ai_memory"
+    defaults = {**SESSION_DEFAULTS, "sessionTTL": 0}
+
+    def supply_data(self, ctx, item_index: int) -> SessionMemory:
+        client = _client(ctx)
+        ttl = ctx.get_parameter("sessionTTL", 0) or 0
+        try:
+            ttl = max(int(ttl), 0)
+        except (TypeError, ValueError) as err:
+            raise NodeExecutionError(
+                "Session Time To Live must be a number", node=ctx.node.name
+            ) from err
+        # Before v1.3 n8n's node read the whole history (no window).
+        window = window_length(ctx) if ctx.node.type_version >= 1.3 else None
+        backend = RedisMemory(client, ctx.services.keys, ttl_seconds=ttl)
+        return SessionMemory(backend, session_id(ctx), window)
+
+
+def _client(ctx):
+    connect = getattr(ctx.services, "redis_for_credential", None)
+    ref = (ctx.node.credentials or {}).get("redis")
+    if ref and connect:
+        return connect(ref)
+    if ctx.services.redis is None:
+        raise NodeExecutionError(
+            "no Redis connection is configured (REDIS_URL)", node=ctx.node.name
+        )
+    return ctx.services.redis

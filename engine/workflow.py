@@ -1,0 +1,219 @@
+"""The workflow model: n8n's JSON (nodes + connections), validated when loaded.
+
+Loading never runs anything. Every problem is reported as a WorkflowValidationError naming the
+node, so a bad import fails at import time and not at the first chat message.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import WorkflowValidationError
+from engine.node import AI_CONNECTION_TYPES, NodeType, get_node_type
+
+CONNECTION_TYPES = ("main", *AI_CONNECTION_TYPES)
+# Node types that only decorate the canvas; an export carries them and they never run.
+IGNORED_TYPES = {"n8n-nodes-base.stickyNote"}
+
+
+@dataclass
+class Node:
+    id: str
+    name: str
+    type: str
+    type_version: float
+    position: list[float]
+    parameters: dict[str, Any]
+    credentials: dict[str, Any] = field(default_factory=dict)
+    webhook_id: str | None = None
+    disabled: bool = False
+
+    @classmethod
+    def from_json(cls, data: Any, index: int) -> Node:
+        if not isinstance(data, dict):
+            raise WorkflowValidationError(f"nodes[{index}] is not an object")
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise WorkflowValidationError(f"nodes[{index}] has no name")
+        node_type = data.get("type")
+        if not isinstance(node_type, str) or not node_type:
+            raise WorkflowValidationError("node has no type", node=name)
+        parameters = data.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise WorkflowValidationError("parameters must be an object", node=name)
+        credentials = data.get("credentials") or {}
+        if not isinstance(credentials, dict):
+            raise WorkflowValidationError("credentials must be an object", node=name)
+        return cls(
+            id=str(data.get("id") or name),
+            name=name,
+            type=node_type,
+            type_version=float(data.get("typeVersion") or 1),
+            position=list(data.get("position") or [0, 0]),
+            parameters=parameters,
+            credentials=credentials,
+            webhook_id=data.get("webhookId"),
+            disabled=bool(data.get("disabled", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Connection:
+    source: str
+    source_output: int
+    type: str
+    target: str
+    target_input: int
+
+
+@dataclass
+class Workflow:
+    id: str
+    name: str
+    nodes: dict[str, Node]
+    connections: list[Connection]
+    types: dict[str, NodeType]  # node name -> its node type
+    active: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def node_type(self, name: str) -> NodeType:
+        return self.types[name]
+
+    def main_children(self, name: str, output: int) -> list[Connection]:
+        return [
+            c
+            for c in self.connections
+            if c.source == name and c.type == "main" and c.source_output == output
+        ]
+
+    def main_parents(self, name: str) -> list[Connection]:
+        return [c for c in self.connections if c.target == name and c.type == "main"]
+
+    def sub_nodes(self, name: str, connection_type: str) -> list[Node]:
+        """Sub-nodes plugged into `name` through `connection_type`, in connection order."""
+        return [
+            self.nodes[c.source]
+            for c in self.connections
+            if c.target == name and c.type == connection_type
+        ]
+
+    def triggers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if self.types[n.name].kind == "trigger"]
+
+    def to_json(self) -> dict[str, Any]:
+        data = copy.deepcopy(self.raw)
+        data["id"] = self.id
+        data["name"] = self.name
+        data["active"] = self.active
+        return data
+
+
+def load_workflow(data: Any) -> Workflow:
+    """Parse and validate an n8n workflow export (or our stored form of one)."""
+    if not isinstance(data, dict):
+        raise WorkflowValidationError("a workflow must be a JSON object")
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise WorkflowValidationError('a workflow needs a "nodes" list')
+    nodes: dict[str, Node] = {}
+    types: dict[str, NodeType] = {}
+    for index, raw in enumerate(raw_nodes):
+        node = Node.from_json(raw, index)
+        if node.type in IGNORED_TYPES:
+            continue
+        if node.name in nodes:
+            raise WorkflowValidationError("two nodes share this name", node=node.name)
+        node_type = get_node_type(node.type)
+        if node_type is None:
+            raise WorkflowValidationError(f'unknown node type "{node.type}"', node=node.name)
+        nodes[node.name] = node
+        types[node.name] = node_type
+    connections = _parse_connections(data.get("connections") or {}, nodes)
+    workflow = Workflow(
+        id=str(data.get("id") or ""),
+        name=str(data.get("name") or "My workflow"),
+        nodes=nodes,
+        connections=connections,
+        types=types,
+        active=bool(data.get("active", False)),
+        settings=data.get("settings") if isinstance(data.get("settings"), dict) else {},
+        raw=copy.deepcopy(data),
+    )
+    _check_sub_nodes(workflow)
+    for node in nodes.values():
+        if not node.disabled:
+            types[node.name].validate(node)
+    return workflow
+
+
+def _parse_connections(raw: Any, nodes: dict[str, Node]) -> list[Connection]:
+    if not isinstance(raw, dict):
+        raise WorkflowValidationError('"connections" must be an object')
+    result = []
+    for source, by_type in raw.items():
+        if source not in nodes:
+            if _is_ignored_source(source, by_type):
+                continue
+            raise WorkflowValidationError("connection from a node that does not exist", node=source)
+        if not isinstance(by_type, dict):
+            raise WorkflowValidationError("connections must be an object by type", node=source)
+        for conn_type, outputs in by_type.items():
+            if conn_type not in CONNECTION_TYPES:
+                raise WorkflowValidationError(
+                    f'unsupported connection type "{conn_type}"', node=source
+                )
+            for output_index, targets in enumerate(outputs or []):
+                for target in targets or []:
+                    result.append(_connection(source, output_index, conn_type, target, nodes))
+    return result
+
+
+def _is_ignored_source(source: str, by_type: Any) -> bool:
+    # An export may keep empty connection entries for sticky notes or deleted nodes.
+    return not any(any(outs or []) for outs in (by_type or {}).values())
+
+
+def _connection(source, output_index, conn_type, target, nodes) -> Connection:
+    if not isinstance(target, dict) or not isinstance(target.get("node"), str):
+        raise WorkflowValidationError("malformed connection target", node=source)
+    name = target["node"]
+    if name not in nodes:
+        raise WorkflowValidationError(f'connection to unknown node "{name}"', node=source)
+    target_type = target.get("type", conn_type)
+    if target_type != conn_type:
+        raise WorkflowValidationError(
+            f'connection type "{conn_type}" ends at an input of type "{target_type}"', node=source
+        )
+    return Connection(source, output_index, conn_type, name, int(target.get("index", 0)))
+
+
+def _check_sub_nodes(workflow: Workflow) -> None:
+    for conn in workflow.connections:
+        if conn.type == "main":
+            continue
+        source_type = workflow.types[conn.source]
+        target_type = workflow.types[conn.target]
+        if source_type.sub_output != conn.type:
+            raise WorkflowValidationError(
+                f'cannot supply "{conn.type}" to "{conn.target}"', node=conn.source
+            )
+        if conn.type not in target_type.sub_inputs:
+            raise WorkflowValidationError(
+                f'does not take a "{conn.type}" connection (from "{conn.source}")',
+                node=conn.target,
+            )
+    for node in workflow.nodes.values():
+        for conn_type, spec in workflow.types[node.name].sub_inputs.items():
+            count = len(workflow.sub_nodes(node.name, conn_type))
+            if spec.required and count == 0 and not node.disabled:
+                raise WorkflowValidationError(
+                    f'needs a sub-node connected to its "{conn_type}" input', node=node.name
+                )
+            if spec.max_connections is not None and count > spec.max_connections:
+                raise WorkflowValidationError(
+                    f'takes at most {spec.max_connections} "{conn_type}" connection(s)',
+                    node=node.name,
+                )

@@ -1,0 +1,54 @@
+"""`mini-n8n run`: one execution in this process, chunks printed as NDJSON as they come."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import redis
+
+from engine.errors import EngineError
+from engine.executor import run_workflow
+from engine.hooks import Hooks
+from engine.services import Services
+from engine.workflow import load_workflow
+from memory.window import InProcessMemory
+from mini_n8n.keys import Keys
+from mini_n8n.settings import Settings
+
+
+def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
+    settings = Settings.from_env()
+    try:
+        workflow = load_workflow(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, EngineError) as err:
+        print(f"cannot load {path}: {err}", file=sys.stderr)
+        return 2
+
+    def write(chunk: dict[str, Any]) -> None:
+        out.write(json.dumps(chunk, ensure_ascii=False) + "\n")
+        out.flush()
+
+    services = Services(
+        redis=redis.Redis.from_url(settings.redis_url, decode_responses=True),
+        credentials=_credentials(),
+        keys=Keys(settings.key_prefix),
+        simple_memory=InProcessMemory(),
+    )
+    hooks = Hooks().add_handler("sendChunk", write)
+    run = run_workflow(
+        workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
+    )
+    if run.status != "success":
+        print(f"execution {run.status}: {run.error}", file=sys.stderr)
+        return 1
+    write(run.first_json() or {})
+    return 0
+
+
+def _credentials():
+    from mini_n8n.credentials import CredentialStore
+
+    return CredentialStore.from_env()

@@ -1,0 +1,69 @@
+"""Configuration in layers: defaults, then the environment. Each default says why."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def _float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+@dataclass
+class Settings:
+    # A local Redis on its default port: what `docker run redis` or a distro package gives.
+    redis_url: str = "redis://localhost:6379/0"
+    # The broker is the same Redis unless told otherwise: one service to run.
+    broker_url: str = ""
+    api_key: str = ""
+    workflows_dir: str = ""
+    port: int = 5678  # n8n's port, so widget and docs URLs carry over
+    # n8n's default body limit (N8N_PAYLOAD_SIZE_MAX = 16 MiB).
+    max_body_bytes: int = 16 * 1024 * 1024
+    # Executions are kept a week, like n8n's default pruning age.
+    executions_ttl: int = 7 * 24 * 3600
+    # Quiet streams get a keepalive line after this long; also how often a relay checks that
+    # the execution's worker is still alive.
+    keepalive_seconds: float = 5.0
+    # A worker renews its lease on running executions every second; one that misses this long
+    # is considered lost and its executions fail. Bounds how long a stream waits on a dead worker.
+    lease_seconds: float = 5.0
+    # How long an execution may wait in the queue (no free worker) before it fails.
+    queue_timeout_seconds: float = 300.0
+    # How long one execution may run before it is stopped.
+    execution_timeout_seconds: float = 600.0
+    # Celery queue the api sends to and the worker takes from.
+    task_queue: str = "mini-n8n"
+    # "queue" sends executions to Celery workers; "regular" runs them inside the api process.
+    executions_mode: str = "queue"
+    key_prefix: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        redis_url = os.environ.get("REDIS_URL") or cls.redis_url
+        return cls(
+            redis_url=redis_url,
+            broker_url=os.environ.get("CELERY_BROKER_URL") or redis_url,
+            api_key=os.environ.get("MINI_N8N_API_KEY", ""),
+            workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),
+            port=_int("PORT", cls.port),
+            max_body_bytes=_int("MINI_N8N_MAX_BODY_BYTES", cls.max_body_bytes),
+            executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
+            keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
+            lease_seconds=_float("MINI_N8N_LEASE_SECONDS", cls.lease_seconds),
+            queue_timeout_seconds=_float("MINI_N8N_QUEUE_TIMEOUT", cls.queue_timeout_seconds),
+            execution_timeout_seconds=_float(
+                "MINI_N8N_EXECUTION_TIMEOUT", cls.execution_timeout_seconds
+            ),
+            task_queue=os.environ.get("MINI_N8N_TASK_QUEUE", cls.task_queue),
+            executions_mode=os.environ.get("EXECUTIONS_MODE", cls.executions_mode),
+            key_prefix=os.environ.get("MINI_N8N_KEY_PREFIX", ""),
+        )

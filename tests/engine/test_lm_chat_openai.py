@@ -1,0 +1,413 @@
+"""The OpenAI Chat Model node against a fake OpenAI-compatible server on a real socket."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import openai
+import pytest
+
+from engine.errors import ExecutionCanceled, NodeExecutionError, WorkflowValidationError
+from engine.nodes.lm_chat_openai import LmChatOpenAi, OpenAiChatModel
+from engine.services import Services
+from memory.messages import ToolCall, ai, human, system, tool
+from mini_n8n.credentials import CredentialStore
+from tests.fakes.openai_server import fake_openai
+
+KEY = "sk-test-SECRET-123"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class StandInContext:
+    """The slice of SupplyContext the node uses: node, get_parameter, services, cancel."""
+
+    def __init__(self, parameters, credentials, store, name="OpenAI Chat Model"):
+        self.node = SimpleNamespace(name=name, parameters=parameters, credentials=credentials)
+        self.services = Services(credentials=store)
+        self.cancel = threading.Event()
+
+    def get_parameter(self, path, default=None):
+        value = self.node.parameters
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return default
+            value = value[part]
+        return value
+
+
+class Calculator:
+    name = "calculator"
+    description = "Does arithmetic"
+    parameters = {"type": "object", "properties": {"input": {"type": "string"}}}
+
+    def call(self, args):
+        return "437"
+
+
+@pytest.fixture
+def fake():
+    with fake_openai() as (server, _):
+        yield server
+
+
+def store_for(url: str) -> CredentialStore:
+    return CredentialStore(
+        [
+            {
+                "id": "cred1",
+                "name": "OpenAi account",
+                "type": "openAiApi",
+                "data": {"apiKey": KEY, "url": url},
+            }
+        ]
+    )
+
+
+def make_model(url: str, model="gpt-4.1-mini", **options) -> OpenAiChatModel:
+    params = {"model": {"__rl": True, "mode": "list", "value": model}, "options": options}
+    refs = {"openAiApi": {"id": "cred1", "name": "OpenAi account"}}
+    built = LmChatOpenAi().supply_data(StandInContext(params, refs, store_for(url)), 0)
+    built.retry_base_delay = 0.01  # keeps the retry tests fast; the policy is what they check
+    return built
+
+
+def invoke_error(model, text="hello there", tools=(), **kw) -> NodeExecutionError:
+    with pytest.raises(NodeExecutionError) as info:
+        model.invoke([human(text)], list(tools), **kw)
+    return info.value
+
+
+def assert_no_secret(*things) -> None:
+    for thing in things:
+        assert KEY not in str(thing)
+        assert KEY not in repr(thing)
+
+
+def test_streams_tokens_to_on_token_as_the_server_sends_them(fake):
+    fake.delay_per_token = 0.1
+    received: list[tuple[float, str]] = []
+    model = make_model(fake.base_url)
+    reply = model.invoke(
+        [human("hello there kind world")], [], lambda t: received.append((time.monotonic(), t))
+    )
+    sent = [(at, piece) for at, kind, piece in fake.sent if kind == "content"]
+    assert [t for _, t in received] == ["You ", "said: ", "hello ", "there ", "kind ", "world"]
+    assert [p for _, p in sent] == [t for _, t in received]
+    assert reply.content == "You said: hello there kind world" and reply.tool_calls == []
+    assert received[0][0] < sent[-1][0]  # the first token was in hand before the last was sent
+    assert all(got >= at for (got, _), (at, _) in zip(received, sent, strict=True))
+
+
+def test_sends_the_key_model_options_and_conversation_in_openai_format(fake):
+    model = make_model(fake.base_url, model="gpt-4o-mini", temperature=0.2, maxTokens=50, topP=0.9)
+    call = ToolCall("calculator", {"input": "19 * 23"}, "call_1")
+    history = [
+        system("Be brief."),
+        human("19 * 23?"),
+        ai("", [call]),
+        tool("437", "call_1", "calculator"),
+    ]
+    reply = model.invoke(history, [Calculator()])
+    request = fake.requests[0]
+    body = request["body"]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["authorization"] == f"Bearer {KEY}"
+    assert (body["model"], body["stream"], body["temperature"]) == ("gpt-4o-mini", True, 0.2)
+    assert (body["max_tokens"], body["top_p"]) == (50, 0.9)
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "19 * 23?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"input": "19 * 23"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "437", "tool_call_id": "call_1"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "calculator",
+                "description": "Does arithmetic",
+                "parameters": Calculator.parameters,
+            },
+        }
+    ]
+    assert reply.content == "Based on the tools: Calculator returned 437."
+
+
+def test_leaves_unset_options_out_and_no_limit_max_tokens_unsent(fake):
+    make_model(fake.base_url, maxTokens=-1).invoke([human("hi")], [])
+    body = fake.requests[0]["body"]
+    assert not {"temperature", "max_tokens", "top_p", "tools"} & body.keys()
+    assert body["model"] == "gpt-4.1-mini"
+
+
+def test_option_base_url_overrides_the_credential_url(fake):
+    model = make_model("http://127.0.0.1:1/v1", baseURL=fake.base_url)
+    assert model.invoke([human("hi")], []).content == "You said: hi"
+
+
+def test_assembles_a_tool_call_whose_arguments_arrive_in_pieces(fake):
+    reply = make_model(fake.base_url).invoke([human("what is 19 * 23?")], [Calculator()])
+    pieces = [p for _, kind, p in fake.sent if kind == "tool_call"]
+    assert len(pieces) >= 4  # a head plus several argument fragments
+    assert reply.tool_calls == [ToolCall("calculator", {"input": "19 * 23"}, "call_fake_0")]
+    assert reply.content == ""
+
+
+def test_assembles_several_interleaved_tool_calls_by_index(fake):
+    reply = make_model(fake.base_url).invoke([human("19 * 23 and 7 + 5")], [Calculator()])
+    assert [(c.name, c.args, c.id) for c in reply.tool_calls] == [
+        ("calculator", {"input": "19 * 23"}, "call_fake_0"),
+        ("calculator", {"input": "7 + 5"}, "call_fake_1"),
+    ]
+
+
+FAILURES = [
+    ("401", {}, 'authentication failed (401): check the API key of credential "OpenAi account"'),
+    ("404", {}, 'model "gpt-4.1-mini" not found (404)'),
+    ("429", {"maxRetries": 0}, "rate limited (429); retry after 1 s"),
+    ("500", {"maxRetries": 0}, "server error (500) from {url}"),
+    ("malformed", {}, "malformed response stream from {url}"),
+    ("drop", {}, "the connection to {url} was lost mid-stream"),
+    ("hang", {"timeout": 1000}, "timed out after 1 s waiting for {url}"),
+    (
+        "bad_args",
+        {},
+        'the model sent malformed arguments for tool "calculator" (not a JSON object)',
+    ),
+]
+
+
+@pytest.mark.parametrize(("mode", "options", "expected"), FAILURES, ids=[f[0] for f in FAILURES])
+def test_each_failure_is_a_readable_error_without_the_key(fake, caplog, mode, options, expected):
+    caplog.set_level(logging.DEBUG)
+    fake.fail = mode
+    model = make_model(fake.base_url, **options)
+    err = invoke_error(
+        model, "what is 19 * 23?" if mode == "bad_args" else "hello there", [Calculator()]
+    )
+    assert str(err) == "OpenAI Chat Model: " + expected.format(url=fake.base_url)
+    assert err.__cause__ is None and err.__suppress_context__  # no SDK exception chained along
+    assert_no_secret(err, model, caplog.text, [r.getMessage() for r in caplog.records])
+
+
+def test_unreachable_endpoint_is_retried_then_named(caplog):
+    caplog.set_level(logging.INFO)
+    model = make_model("http://127.0.0.1:1/v1", maxRetries=2)
+    err = invoke_error(model)
+    assert str(err) == "OpenAI Chat Model: could not connect to http://127.0.0.1:1/v1"
+    assert [
+        r.getMessage().rsplit(" in ", 1)[0] for r in caplog.records if "retry" in r.getMessage()
+    ] == [
+        "OpenAI Chat Model: could not connect to http://127.0.0.1:1/v1; retry 1 of 2",
+        "OpenAI Chat Model: could not connect to http://127.0.0.1:1/v1; retry 2 of 2",
+    ]
+    assert_no_secret(caplog.text)
+
+
+@pytest.mark.parametrize("mode", ["401", "404"])
+def test_auth_and_model_errors_are_never_retried(fake, mode):
+    fake.fail = mode
+    invoke_error(make_model(fake.base_url, maxRetries=2))
+    assert len(fake.requests) == 1
+
+
+def test_rate_limit_waits_for_retry_after_then_succeeds(fake):
+    fake.fail, fake.fail_count = "429", 1
+    started = time.monotonic()
+    reply = make_model(fake.base_url).invoke([human("hi")], [])
+    assert reply.content == "You said: hi"
+    assert len(fake.requests) == 2
+    assert time.monotonic() - started >= 0.95  # retry-after: 1
+
+
+def test_rate_limit_asking_for_a_long_pause_is_not_waited_for(fake):
+    fake.fail, fake.retry_after = "429", "120"
+    err = invoke_error(make_model(fake.base_url))
+    assert str(err) == "OpenAI Chat Model: rate limited (429); retry after 120 s"
+    assert len(fake.requests) == 1
+
+
+def test_server_error_before_streaming_is_retried(fake):
+    fake.fail, fake.fail_count = "500", 2
+    assert make_model(fake.base_url).invoke([human("hi")], []).content == "You said: hi"
+    assert len(fake.requests) == 3
+
+
+@pytest.mark.parametrize("mode", ["malformed", "drop"])
+def test_a_stream_broken_after_tokens_is_not_retried(fake, mode):
+    fake.fail = mode
+    tokens: list[str] = []
+    invoke_error(make_model(fake.base_url, maxRetries=2), on_token=tokens.append)
+    assert tokens == ["You ", "said: "]
+    assert len(fake.requests) == 1
+
+
+def test_stop_mid_stream_raises_canceled_within_a_second(fake):
+    fake.delay_per_token = 0.3
+    cancel = threading.Event()
+    tokens: list[str] = []
+    set_at: list[float] = []
+
+    def on_token(token: str) -> None:
+        tokens.append(token)
+        set_at.append(time.monotonic())
+        cancel.set()
+
+    model = make_model(fake.base_url)
+    with pytest.raises(ExecutionCanceled):
+        model.invoke([human("one two three four five six seven eight")], [], on_token, cancel)
+    stopped_at = time.monotonic()
+    assert tokens == ["You "]
+    assert fake.client_gone.wait(5)  # the stream was closed, not read to its end
+    assert stopped_at - set_at[0] < 1.0
+    assert len(fake.sent) < 10  # of the answer's 10 tokens
+
+
+def test_stop_while_waiting_for_the_first_byte_raises_within_a_second(fake):
+    fake.fail = "hang"
+    cancel = threading.Event()
+    timer = threading.Timer(0.2, cancel.set)
+    model = make_model(fake.base_url)  # default timeout: 60 s
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(ExecutionCanceled):
+        model.invoke([human("hi")], [], cancel=cancel)
+    assert time.monotonic() - started < 1.2
+
+
+def test_stop_during_a_retry_wait_raises_canceled(fake):
+    fake.fail, fake.retry_after = "429", "30"
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(ExecutionCanceled):
+        make_model(fake.base_url).invoke([human("hi")], [], cancel=cancel)
+    assert time.monotonic() - started < 1.2
+
+
+def test_the_node_uses_the_context_cancel_when_invoke_gets_none(fake):
+    fake.fail = "hang"
+    params = {"model": "gpt-4.1-mini"}
+    ctx = StandInContext(params, {}, store_for(fake.base_url))
+    model = LmChatOpenAi().supply_data(ctx, 0)
+    threading.Timer(0.2, ctx.cancel.set).start()
+    with pytest.raises(ExecutionCanceled):
+        model.invoke([human("hi")], [])
+
+
+def test_repr_of_model_hides_the_key(fake):
+    model = make_model(fake.base_url)
+    assert (
+        repr(model)
+        == f"OpenAiChatModel(model='gpt-4.1-mini', base_url='{fake.base_url}', api_key=***)"
+    )
+
+
+def test_missing_credential_is_a_readable_error():
+    ctx = StandInContext({}, {"openAiApi": {"id": "x", "name": "Other"}}, CredentialStore([]))
+    with pytest.raises(NodeExecutionError) as info:
+        LmChatOpenAi().supply_data(ctx, 0)
+    assert str(info.value) == (
+        'OpenAI Chat Model: credential "Other" (id x) of type openAiApi not found: '
+        "add it to MINI_N8N_CREDENTIALS_FILE or set OPENAI_API_KEY"
+    )
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"model": ""}, "no model selected (parameter model)"),
+        (
+            {"model": {"__rl": True, "mode": "list", "value": ""}},
+            "no model selected (parameter model)",
+        ),
+        ({"options": {"temperature": "hot"}}, "option temperature must be a number"),
+        ({"options": {"maxRetries": -1}}, "option maxRetries must be at least 0"),
+        ({"options": {"baseURL": "ftp://x"}}, "option baseURL must be an http(s) URL"),
+    ],
+)
+def test_validation_rejects_parameters_that_can_never_work(parameters, message):
+    node = SimpleNamespace(name="Model", parameters=parameters)
+    with pytest.raises(WorkflowValidationError) as info:
+        LmChatOpenAi().validate(node)
+    assert info.value.message == message and info.value.node == "Model"
+
+
+def test_validation_leaves_expressions_to_run_time():
+    params = {"model": "={{ $json.model }}", "options": {"temperature": "={{ 0.5 }}"}}
+    LmChatOpenAi().validate(SimpleNamespace(name="Model", parameters=params))
+
+
+def test_fake_server_also_answers_without_streaming(fake):
+    client = openai.OpenAI(api_key=KEY, base_url=fake.base_url, max_retries=0)
+    reply = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "my name is Ada"}]
+    )
+    assert reply.choices[0].message.content == "Nice to meet you, Ada!"
+
+
+GEVENT_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey; monkey.patch_all()
+    import json, threading, time
+    import gevent
+    from engine.errors import ExecutionCanceled
+    from engine.nodes.lm_chat_openai import OpenAiChatModel, OpenAiSettings
+    from memory.messages import human
+    from tests.fakes.openai_server import start_fake_openai
+
+    server, url = start_fake_openai()
+    server.delay_per_token = 0.1
+    model = OpenAiChatModel(OpenAiSettings(base_url=url, timeout=30), "sk-test-SECRET-123")
+    started = time.monotonic()
+    runs = [gevent.spawn(model.invoke, [human(f"hello {i} a b c")], []) for i in range(5)]
+    gevent.joinall(runs, raise_error=True)
+    together = time.monotonic() - started
+    server.fail = "hang"
+    cancel = threading.Event()
+    gevent.spawn_later(0.2, cancel.set)
+    started = time.monotonic()
+    try:
+        model.invoke([human("hi")], [], cancel=cancel)
+    except ExecutionCanceled:
+        pass
+    print(json.dumps({"answers": [r.value.content for r in runs], "together": together,
+                      "stop": time.monotonic() - started}))
+    """
+)
+
+
+def test_streams_concurrently_and_stops_under_gevent_monkey_patching():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", GEVENT_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["answers"] == [f"You said: hello {i} a b c" for i in range(5)]
+    assert result["together"] < 1.5  # 5 streams of ~0.6 s each overlapped rather than queued
+    assert result["stop"] < 1.0

@@ -1,0 +1,101 @@
+"""The worker's outbox: every execution in this process hands its events here, and one
+background thread (a greenlet under the gevent pool) publishes them.
+
+Tokens produced while a publish is in flight wait for the next one, so a fast model's tokens
+coalesce into a few messages, and the execution never blocks on Redis per token. Each flush is
+one pipeline: one round trip for every execution that has something to send.
+
+Wire format on `execution:<id>:events` (JSON): {"s": seq, "lines": "<ndjson>"} for chunks,
+{"s": seq, "response": {...}} for a Respond to Webhook answer, {"s": seq, "done": {...}} last.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import redis
+
+
+class Outbox:
+    def __init__(self, client: redis.Redis):
+        self.client = client
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pending: OrderedDict[str, list[Any]] = OrderedDict()  # channel -> events in order
+        self._seq: dict[str, int] = {}
+        self._flushed: dict[str, threading.Event] = {}
+        self._thread: threading.Thread | None = None
+
+    def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
+        self._put(channel, json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    def response(self, channel: str, response: dict[str, Any]) -> None:
+        self._put(channel, {"response": response})
+
+    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
+        """Queue the final event; the returned event is set once it has been published."""
+        flushed = threading.Event()
+        with self._lock:
+            self._flushed[channel] = flushed
+        self._put(channel, {"done": result})
+        return flushed
+
+    def _put(self, channel: str, event: Any) -> None:
+        with self._lock:
+            self._pending.setdefault(channel, []).append(event)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                batch, self._pending = self._pending, OrderedDict()
+            if batch:
+                self._publish(batch)
+
+    def _publish(self, batch: OrderedDict[str, list[Any]]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        finished = []
+        for channel, events in batch.items():
+            for message in self._messages(channel, events):
+                pipe.publish(channel, message)
+            if events and isinstance(events[-1], dict) and "done" in events[-1]:
+                finished.append(channel)
+        try:
+            pipe.execute()
+        except redis.RedisError:
+            # Subscribers notice the silence (keepalive checks) and the record tells the truth.
+            pass
+        with self._lock:
+            for channel in finished:
+                self._seq.pop(channel, None)
+                event = self._flushed.pop(channel, None)
+                if event:
+                    event.set()
+
+    def _messages(self, channel: str, events: list[Any]) -> list[str]:
+        """Consecutive chunk lines become one message; other events keep their place."""
+        messages, lines = [], []
+        for event in events:
+            if isinstance(event, str):
+                lines.append(event)
+                continue
+            if lines:
+                messages.append(self._message(channel, {"lines": "".join(lines)}))
+                lines = []
+            messages.append(self._message(channel, event))
+        if lines:
+            messages.append(self._message(channel, {"lines": "".join(lines)}))
+        return messages
+
+    def _message(self, channel: str, body: dict[str, Any]) -> str:
+        seq = self._seq.get(channel, 0)
+        self._seq[channel] = seq + 1
+        return json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,201 @@
+"""What one worker process holds for all the executions it runs: the Redis client, the outbox,
+the leases of its running executions and their stop switches. A Celery task hands its payload to
+`WorkerRuntime.run`, which waits for the session's turn, claims the execution, runs the engine
+with hooks that publish to the execution's channel, and records the outcome."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import redis
+
+from engine.executor import run_workflow
+from engine.hooks import Hooks
+from engine.run_data import Run
+from engine.services import Services
+from engine.workflow import load_workflow
+from memory.window import InProcessMemory
+from mini_n8n.keys import Keys
+from mini_n8n.settings import Settings
+from worker.executions import ExecutionStore, Status, now_ms
+from worker.publisher import Outbox
+
+log = logging.getLogger("mini_n8n.worker")
+
+MAX_RUN_DATA_BYTES = 512 * 1024  # run data beyond this keeps node metadata only
+REAP_EVERY_SECONDS = 5.0
+
+
+class WorkerRuntime:
+    def __init__(self, settings: Settings, client: redis.Redis | None = None):
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self.client = client or redis.Redis.from_url(
+            settings.redis_url, decode_responses=True, health_check_interval=30
+        )
+        self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
+        self.outbox = Outbox(self.client)
+        self.services = Services(
+            redis=self.client,
+            credentials=_credentials(),
+            keys=self.keys,
+            simple_memory=InProcessMemory(),
+            queue_mode=True,
+        )
+        self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
+        self._running: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._lease_thread: threading.Thread | None = None
+        self._workflows: dict[str, tuple[str, Any]] = {}
+
+    # --- one execution --------------------------------------------------------------------
+    def run(self, payload: dict[str, Any]) -> str:
+        record = payload["record"]
+        execution_id = record["id"]
+        if not self._wait_for_turn(record):
+            return "dropped"
+        started = {
+            **record,
+            "status": Status.RUNNING,
+            "startedAt": now_ms(),
+            "worker": self.identity,
+        }
+        lease_ms = int(self.settings.lease_seconds * 1000)
+        cancel = threading.Event()
+        with self._lock:
+            self._running[execution_id] = cancel
+        self._ensure_lease_thread()
+        try:
+            if not self.store.transition(started, {Status.NEW}, lease_ms=lease_ms):
+                return "dropped"  # stopped, or lost and marked crashed, before it could start
+            run = self._execute(payload, started, cancel)
+            self._finish(payload, started, run)
+            return run.status
+        finally:
+            with self._lock:
+                self._running.pop(execution_id, None)
+
+    def _wait_for_turn(self, record: dict[str, Any]) -> bool:
+        queue = self.store.session_queue(record)
+        if not queue:
+            return True
+        while not self.store.my_turn(record["id"], queue):
+            current = self.store.get(record["id"])
+            if current is None or current["status"] != Status.NEW:
+                return False
+            self.store.wait_turn(record["id"], timeout=1.0)
+        return True
+
+    def _execute(self, payload: dict[str, Any], record: dict[str, Any], cancel) -> Run:
+        channel = self.keys.execution_events(record["id"])
+        hooks = Hooks()
+        if payload.get("streaming"):
+            hooks.add_handler("sendChunk", lambda chunk: self.outbox.chunk(channel, chunk))
+        hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
+        timer = threading.Timer(self.settings.execution_timeout_seconds, cancel.set)
+        timer.daemon = True
+        timer.start()
+        try:
+            return run_workflow(
+                self._workflow(payload["workflow"]),
+                payload["items"],
+                start_node=payload.get("startNode"),
+                hooks=hooks,
+                services=self.services,
+                execution_id=record["id"],
+                mode=record.get("mode", "webhook"),
+                streaming=bool(payload.get("streaming")),
+                cancel=cancel,
+            )
+        finally:
+            timer.cancel()
+
+    def _finish(self, payload: dict[str, Any], record: dict[str, Any], run: Run) -> None:
+        final = {
+            **record,
+            "status": run.status,
+            "stoppedAt": now_ms(),
+            "error": run.error,
+            "errorNode": run.error_node,
+            "lastNodeExecuted": run.last_node,
+            **_bounded_run_data(run.run_data),
+        }
+        if not self.store.transition(final, {Status.RUNNING}):
+            log.warning("execution %s was marked lost before it finished", record["id"])
+        result = {
+            "status": run.status,
+            "error": run.error,
+            "errorNode": run.error_node,
+            "output": run.first_json(),
+            "streamed": run.streamed,
+        }
+        self.outbox.done(self.keys.execution_events(record["id"]), result)
+
+    def _workflow(self, data: dict[str, Any]):
+        # Parsing and validating is cheap but not free; the same snapshot comes back often.
+        raw = json.dumps(data, sort_keys=True)
+        cached = self._workflows.get(data.get("id", ""))
+        if cached and cached[0] == raw:
+            return cached[1]
+        workflow = load_workflow(data)
+        self._workflows[data.get("id", "")] = (raw, workflow)
+        return workflow
+
+    # --- stop -----------------------------------------------------------------------------
+    def stop(self, execution_id: str) -> bool:
+        with self._lock:
+            cancel = self._running.get(execution_id)
+        if cancel:
+            cancel.set()
+        return cancel is not None
+
+    # --- leases ---------------------------------------------------------------------------
+    def _ensure_lease_thread(self) -> None:
+        with self._lock:
+            if self._lease_thread is None:
+                self._lease_thread = threading.Thread(target=self._renew_leases, daemon=True)
+                self._lease_thread.start()
+
+    def _renew_leases(self) -> None:
+        lease_ms = int(self.settings.lease_seconds * 1000)
+        last_reap = 0.0
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                ids = list(self._running)
+            try:
+                self.store.renew_leases(ids, lease_ms)
+                if time.monotonic() - last_reap > REAP_EVERY_SECONDS:
+                    last_reap = time.monotonic()
+                    self.store.reap_lost(self.settings.queue_timeout_seconds)
+            except redis.RedisError as err:
+                log.warning("could not renew execution leases: %s", err)
+
+
+def _bounded_run_data(run_data: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(run_data, default=str)
+    if len(text) <= MAX_RUN_DATA_BYTES:
+        return {"runData": run_data}
+    slim = {
+        name: [
+            {k: v for k, v in task.items() if k not in ("data", "inputOverride")} for task in tasks
+        ]
+        for name, tasks in run_data.items()
+    }
+    return {"runData": slim, "runDataTruncated": True}
+
+
+def _credentials():
+    try:
+        from mini_n8n.credentials import CredentialStore
+
+        return CredentialStore.from_env()
+    except Exception as err:  # a broken credentials file must not stop chats that need none
+        log.error("credentials not loaded: %s", err)
+        return None
