@@ -22,6 +22,10 @@ _PUNCTUATORS = (
     "+", "-", "*", "/", "%", "<", ">", "!", "?", ":", ".", ",", "(", ")", "[", "]", "{", "}",
     "=", "&", "|", ";", "^", "~",
 )  # fmt: skip
+_PUNCTUATORS_BY_CHAR: dict[str, list[str]] = {}
+for _p in _PUNCTUATORS:  # longest first, as listed
+    _PUNCTUATORS_BY_CHAR.setdefault(_p[0], []).append(_p)
+_OPENERS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
 _BINARY = {  # operator -> binding power; higher binds tighter (JS precedence order)
     "??": 1, "||": 2, "&&": 3, "===": 4, "!==": 4, "==": 4, "!=": 4,
@@ -43,44 +47,51 @@ def _lex(src: str, pos: int, stop: str | None, nesting: int) -> tuple[list[Token
     if nesting > MAX_NESTING:
         raise ExpressionError("expression is nested too deeply")
     tokens: list[Token] = []
-    braces = 0
-    n = len(src)
+    braces = 0  # open `{`: a `}` closes one of them before it can end the segment
+    opened = 0  # open brackets of any kind: deep nesting fails here, before parsing
     while True:
-        while pos < n and src[pos].isspace():
+        while pos < len(src) and src[pos].isspace():
             pos += 1
-        if pos >= n:
+        if pos >= len(src):
             if stop is not None:
                 raise ExpressionError(f'missing closing "{stop}"')
             tokens.append(("end", None, pos))
             return tokens, pos
-        ch = src[pos]
-        if ch == "}" and braces == 0 and stop is not None and src.startswith(stop, pos):
+        if braces == 0 and stop is not None and src.startswith(stop, pos):
             tokens.append(("end", None, pos))
             return tokens, pos + len(stop)
-        if ch.isdigit() or (ch == "." and pos + 1 < n and src[pos + 1].isdigit()):
-            value, pos = _lex_number(src, pos)
-            tokens.append(("num", value, pos))
-        elif ch in "'\"":
-            value, pos = _lex_string(src, pos)
-            tokens.append(("str", value, pos))
-        elif ch == "`":
-            parts, pos = _lex_template_literal(src, pos, nesting)
-            tokens.append(("tmpl", parts, pos))
-        elif ch.isalpha() or ch in "_$":
-            end = pos + 1
-            while end < n and (src[end].isalnum() or src[end] in "_$"):
-                end += 1
-            tokens.append(("name", src[pos:end], pos))
-            pos = end
-        else:
-            op = next((p for p in _PUNCTUATORS if src.startswith(p, pos)), None)
-            if op is None:
-                raise ExpressionError(f'unexpected character "{ch}" at position {pos}')
-            if op == "?." and pos + 2 < n and src[pos + 2].isdigit():
-                op = "?"  # `a?.5:1` is a ternary, as in JS
-            braces += {"{": 1, "}": -1}.get(op, 0)
-            tokens.append(("op", op, pos))
-            pos += len(op)
+        token, pos = _lex_token(src, pos, nesting)
+        if token[0] == "op":
+            braces += {"{": 1, "}": -1}.get(token[1], 0)
+            opened += _OPENERS.get(token[1], 0)
+            if nesting + opened > MAX_NESTING:
+                raise ExpressionError("expression is nested too deeply")
+        tokens.append(token)
+
+
+def _lex_token(src: str, pos: int, nesting: int) -> tuple[Token, int]:
+    """The token starting at `pos` (not whitespace) and the position after it."""
+    ch, n = src[pos], len(src)
+    if ch.isdigit() or (ch == "." and pos + 1 < n and src[pos + 1].isdigit()):
+        number, end = _lex_number(src, pos)
+        return ("num", number, pos), end
+    if ch in "'\"":
+        text, end = _lex_string(src, pos)
+        return ("str", text, pos), end
+    if ch == "`":
+        parts, end = _lex_template_literal(src, pos, nesting)
+        return ("tmpl", parts, pos), end
+    if ch.isalpha() or ch in "_$":
+        end = pos + 1
+        while end < n and (src[end].isalnum() or src[end] in "_$"):
+            end += 1
+        return ("name", src[pos:end], pos), end
+    op = next((p for p in _PUNCTUATORS_BY_CHAR.get(ch, ()) if src.startswith(p, pos)), None)
+    if op is None:
+        raise ExpressionError(f'unexpected character "{ch}" at position {pos}')
+    if op == "?." and pos + 2 < n and src[pos + 2].isdigit():
+        op = "?"  # `a?.5:1` is a ternary, as in JS
+    return ("op", op, pos), pos + len(op)
 
 
 def _lex_number(src: str, pos: int) -> tuple[int | float, int]:

@@ -28,7 +28,7 @@ from engine.expression_parser import parse_template
 from engine.expression_values import UNDEFINED, NodeRef
 
 MAX_EXPRESSION_LENGTH = 10_000  # characters after the "="; real parameters are far shorter
-MAX_EVAL_DEPTH = 200  # tree depth the walker follows (left-deep chains like 1+1+1... included)
+MAX_EVAL_DEPTH = 200  # tree depth the walker recurses into (a sum of many terms is a loop)
 MAX_STEPS = 100_000  # node visits, plus a charge for each large string or list handled
 
 
@@ -212,9 +212,16 @@ class _Evaluator:
         return js.normalize(-number if op == "-" else number)
 
     def ev_binary(self, node: tuple) -> Any:
-        _, op, left, right = node
-        a, b = self.eval(left), self.eval(right)
-        return self.sized(js.binary(op, a, b))
+        # Walk a left-deep chain (`a + b + c + ...`) in a loop so long sums cost no recursion.
+        spine = []
+        while node[0] == "binary":
+            spine.append(node)
+            node = node[2]
+        self.charge(len(spine))
+        value = self.eval(node)
+        for _, op, _, right in reversed(spine):
+            value = self.sized(js.binary(op, value, self.eval(right)))
+        return value
 
     def ev_logical(self, node: tuple) -> Any:
         _, op, left, right = node

@@ -14,6 +14,7 @@ cannot duplicate output: before any token reached the Agent, never for 401/404/t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import queue
@@ -21,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -51,7 +52,7 @@ class OpenAiSettings:
     """Everything but the key: safe to print."""
 
     model: str = DEFAULT_MODEL
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = field(default=DEFAULT_BASE_URL, repr=False)  # may hold user:password@
     timeout: float = DEFAULT_TIMEOUT_MS / 1000  # seconds, per connect/read
     max_retries: int = DEFAULT_MAX_RETRIES
     temperature: float | None = None
@@ -93,7 +94,7 @@ class OpenAiChatModel:
         on_token: TokenCallback | None = None,
         cancel: Cancellation | None = None,
     ) -> ChatMessage:
-        cancel = cancel or self._cancel
+        cancel = cancel if cancel is not None else self._cancel
         body = self.request_body(messages, tools)
         for attempt in range(self.settings.max_retries + 1):
             answer = _Answer(on_token, _safe_url(self.settings.base_url))
@@ -219,7 +220,7 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> openai.OpenAI:
     """One client per endpoint and key for the whole process, so executions reuse its pooled
     (TLS) connections. max_retries=0: our own loop retries, since the SDK's can neither be
     stopped nor know whether tokens were already handed on."""
-    key = (s.base_url, api_key, s.organization, s.timeout)
+    key = (s.base_url, hashlib.sha256(api_key.encode()).hexdigest(), s.organization, s.timeout)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:

@@ -314,6 +314,22 @@ def test_the_node_uses_the_context_cancel_when_invoke_gets_none(fake):
         model.invoke([human("hi")], [])
 
 
+def test_a_wrong_base_url_path_is_told_apart_from_a_missing_model(fake):
+    url = fake.base_url.removesuffix("/v1")
+    err = invoke_error(make_model(url))
+    assert (
+        str(err) == f"OpenAI Chat Model: {url}/chat/completions not found (404): check the base URL"
+    )
+
+
+def test_a_credential_url_without_scheme_is_a_readable_error():
+    with pytest.raises(NodeExecutionError) as info:
+        make_model("localhost:11434/v1")
+    assert str(info.value) == (
+        'OpenAI Chat Model: the URL of credential "OpenAi account" must start with http:// or https://'
+    )
+
+
 def test_repr_of_model_hides_the_key(fake):
     model = make_model(fake.base_url)
     assert (

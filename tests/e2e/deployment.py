@@ -1,0 +1,156 @@
+"""A real deployment for end-to-end tests: gunicorn+gevent api processes and Celery worker
+processes, started from the `mini-n8n` command against the test session's Redis, each test
+deployment under its own key prefix."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import redis
+
+from api.workflow_store import WorkflowStore
+from mini_n8n.keys import Keys
+from mini_n8n.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI_N8N = [sys.executable, "-m", "mini_n8n.cli"]
+START_TIMEOUT = 30.0
+
+
+class Process:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]):
+        self.name = name
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._marker: str | None = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if self._marker and self._marker in line:
+                self._ready.set()
+
+    def wait_for_line(self, marker: str, timeout: float = START_TIMEOUT) -> None:
+        self._marker = marker
+        if any(marker in line for line in list(self.lines)):
+            return
+        if not self._ready.wait(timeout):
+            raise RuntimeError(f"{self.name} did not print {marker!r}:\n{self.output()}")
+
+    def output(self) -> str:
+        return "".join(self.lines[-60:])
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Deployment:
+    def __init__(self, redis_url: str, **env: str):
+        self.redis_url = redis_url
+        self.keys = Keys(prefix=f"e2e{uuid.uuid4().hex[:8]}:")
+        self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.workflows = WorkflowStore(self.redis, self.keys)
+        self.env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "MINI_N8N_KEY_PREFIX": self.keys.prefix,
+            "MINI_N8N_TASK_QUEUE": f"{self.keys.prefix}queue",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        self.processes: list[Process] = []
+        self.apis: list[tuple[Process, str]] = []
+
+    # --- processes ------------------------------------------------------------------------
+    def start_api(self, **env: str) -> str:
+        port = free_port()
+        merged = {**self.env, "PORT": str(port), "HOST": "127.0.0.1", **env}
+        proc = Process(f"api:{port}", [*MINI_N8N, "api"], merged)
+        self.processes.append(proc)
+        base = f"http://127.0.0.1:{port}"
+        _wait_http(f"{base}/healthz", proc)
+        self.apis.append((proc, base))
+        return base
+
+    def start_worker(self, queue: str | None = None, concurrency: int = 100, **env: str) -> Process:
+        argv = [*MINI_N8N, "worker", "--concurrency", str(concurrency)]
+        if queue:
+            argv += ["--queues", queue]
+        proc = Process("worker", argv, {**self.env, **env})
+        self.processes.append(proc)
+        proc.wait_for_line(" ready.")
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.redis.close()
+
+    # --- data -----------------------------------------------------------------------------
+    def activate(self, workflow: dict) -> dict:
+        self.workflows.save(workflow)
+        self.workflows.activate(workflow["id"])
+        return workflow
+
+    def execution(self, execution_id: str) -> dict | None:
+        raw = self.redis.get(self.keys.execution(execution_id))
+        return json.loads(raw) if raw else None
+
+    def chat_list(self, session_id: str) -> list[dict]:
+        return [json.loads(x) for x in self.redis.lrange(self.keys.chat(session_id), 0, -1)]
+
+
+def fresh_ids(workflow: dict) -> dict:
+    """A copy with a new workflow id and webhook ids, so tests never share a URL."""
+    workflow = copy.deepcopy(workflow)
+    workflow["id"] = uuid.uuid4().hex[:16]
+    for node in workflow["nodes"]:
+        if "webhookId" in node:
+            node["webhookId"] = str(uuid.uuid4())
+        if node["type"] == "n8n-nodes-base.webhook":
+            node["parameters"]["path"] = f"hook-{uuid.uuid4().hex[:8]}"
+    return workflow
+
+
+def chat_url(base: str, workflow: dict) -> str:
+    trigger = next(n for n in workflow["nodes"] if n["type"].endswith("chatTrigger"))
+    path = trigger["parameters"].get("path") or f"{trigger['webhookId']}/chat"
+    return f"{base}/webhook/{path}"
+
+
+def _wait_http(url: str, proc: Process) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{proc.output()}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not answer {url}:\n{proc.output()}")
