@@ -46,8 +46,12 @@ class Launcher:
         mode: str,
         response_mode: str,
         session_id: str | None = None,
+        push_ref: str | None = None,
+        streaming: bool | None = None,
         extra: dict[str, Any] | None = None,
     ) -> Launch:
+        """`streaming` defaults to the response mode; a manual run from the editor streams to
+        its push channel (`push_ref`) while nobody waits on the HTTP side."""
         execution_id = secrets.token_hex(8)
         record = {
             "id": execution_id,
@@ -69,7 +73,9 @@ class Launcher:
             "workflow": raw,
             "startNode": trigger,
             "items": items,
-            "streaming": response_mode == "streaming",
+            "streaming": response_mode == "streaming" if streaming is None else streaming,
+            "responseMode": response_mode,
+            "pushRef": push_ref,
         }
         try:
             self._celery().send_task(TASK_NAME, args=[payload], queue=self.settings.task_queue)

@@ -7,6 +7,8 @@ one pipeline: one round trip for every execution that has something to send.
 
 Wire format on `execution:<id>:events` (JSON): {"s": seq, "lines": "<ndjson>"} for chunks,
 {"s": seq, "response": {...}} for a Respond to Webhook answer, {"s": seq, "done": {...}} last.
+On `push:<pushRef>`: {"push": {"type": ..., "data": ...}}, unnumbered: a push channel mixes
+executions and workers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class Outbox:
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
+        """An editor push event: {"type": ..., "data": ...}."""
+        self._put(channel, {"push": {"type": event_type, "data": data}})
 
     def response(self, channel: str, response: dict[str, Any]) -> None:
         self._put(channel, {"response": response})
@@ -96,6 +102,8 @@ class Outbox:
         return messages
 
     def _message(self, channel: str, body: dict[str, Any]) -> str:
+        if "push" in body:  # push channels mix executions and workers: no sequence
+            return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         seq = self._seq.get(channel, 0)
         self._seq[channel] = seq + 1
         return json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)

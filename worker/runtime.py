@@ -25,6 +25,7 @@ from mini_n8n.keys import Keys
 from mini_n8n.settings import Settings
 from worker.executions import ExecutionStore, Status, now_ms
 from worker.publisher import Outbox
+from worker.push import PushHooks
 
 log = logging.getLogger("mini_n8n.worker")
 
@@ -95,9 +96,11 @@ class WorkerRuntime:
     def _execute(self, payload: dict[str, Any], record: dict[str, Any], cancel) -> Run:
         channel = self.keys.execution_events(record["id"])
         hooks = Hooks()
-        if payload.get("streaming"):
+        if payload.get("streaming") and payload.get("responseMode") != "onReceived":
             hooks.add_handler("sendChunk", lambda chunk: self.outbox.chunk(channel, chunk))
         hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
+        if payload.get("pushRef"):
+            PushHooks(self.outbox, self.keys.push(payload["pushRef"]), record).attach(hooks)
         timer = threading.Timer(self.settings.execution_timeout_seconds, cancel.set)
         timer.daemon = True
         timer.start()
@@ -136,6 +139,9 @@ class WorkerRuntime:
             "streamed": run.streamed,
         }
         self.outbox.done(self.keys.execution_events(record["id"]), result)
+        if payload.get("pushRef"):
+            finished = {"executionId": record["id"], "status": run.status, "error": run.error}
+            self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
 
     def _workflow(self, data: dict[str, Any]):
         # Parsing and validating is cheap but not free; the same snapshot comes back often.
