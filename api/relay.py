@@ -9,6 +9,7 @@ memory grow.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -66,6 +67,8 @@ class Stream:
         with self._lock:
             self._bytes -= len(data)
         event = json.loads(data)
+        if "s" not in event:
+            return event  # a control message (a stop of a queued execution)
         if self.ordered and event.get("s") != self.next_seq:
             return {"relayError": "events of this execution were lost on the way"}
         self.next_seq += 1
@@ -128,10 +131,8 @@ class Relay:
         """Drop a broken connection; every open stream ends with an error."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # it is broken already
                 conn.disconnect()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
         streams, self._streams = self._streams, {}
         for stream in streams.values():
             stream.fail("the api lost its connection to Redis")

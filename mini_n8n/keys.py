@@ -9,6 +9,8 @@
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
 | execution:<id>:turn              | LIST    | wake-up token for an execution waiting for its session    |
+| execution:<id>:stop              | STRING  | set when a stop was asked for; short TTL                  |
+| executions:stop                  | channel | ids of executions to stop, heard by every worker          |
 | executions:running               | ZSET    | running execution ids, score = lease deadline (ms)        |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
@@ -58,6 +60,12 @@ class Keys:
 
     def execution_turn(self, execution_id: str) -> str:
         return f"{self.prefix}execution:{execution_id}:turn"
+
+    def execution_stop(self, execution_id: str) -> str:
+        return f"{self.prefix}execution:{execution_id}:stop"
+
+    def stop_channel(self) -> str:
+        return f"{self.prefix}executions:stop"
 
     def running(self) -> str:
         return f"{self.prefix}executions:running"

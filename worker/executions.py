@@ -178,6 +178,31 @@ class ExecutionStore:
             deadline = now_ms() + lease_ms
             self.client.zadd(self.keys.running(), {i: deadline for i in execution_ids}, xx=True)
 
+    # --- stop -----------------------------------------------------------------------------
+    def request_stop(self, execution_id: str) -> dict[str, Any] | None:
+        """Stop an execution: a queued one is canceled here; a running one is told to stop
+        (the marker covers a worker that claims it just after the broadcast)."""
+        record = self.get(execution_id)
+        if record is None or record["status"] in FINISHED:
+            return record
+        if record["status"] == Status.NEW:
+            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(),
+                        "error": "The execution was stopped before it started."}  # fmt: skip
+            if self.transition(canceled, {Status.NEW}):
+                # Unnumbered: a control message a waiting stream takes as the end.
+                done = {"done": {"status": Status.CANCELED, "error": canceled["error"]}}
+                self.client.publish(self.keys.execution_events(execution_id), json.dumps(done))
+                return canceled
+            return self.request_stop(execution_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.keys.execution_stop(execution_id), "1", ex=300)
+        pipe.publish(self.keys.stop_channel(), execution_id)
+        pipe.execute()
+        return record
+
+    def stop_requested(self, execution_id: str) -> bool:
+        return bool(self.client.exists(self.keys.execution_stop(execution_id)))
+
     # --- lost executions ------------------------------------------------------------------
     def mark_crashed_if_lost(self, execution_id: str, queue_timeout_s: float) -> dict | None:
         """If the execution's worker is gone (lease expired) or no worker took it in time,

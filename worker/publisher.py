@@ -13,6 +13,7 @@ executions and workers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import OrderedDict
@@ -74,11 +75,10 @@ class Outbox:
                 pipe.publish(channel, message)
             if events and isinstance(events[-1], dict) and "done" in events[-1]:
                 finished.append(channel)
-        try:
+        # On failure, subscribers notice the silence (keepalive checks) and the record tells
+        # the truth about the execution.
+        with contextlib.suppress(redis.RedisError):
             pipe.execute()
-        except redis.RedisError:
-            # Subscribers notice the silence (keepalive checks) and the record tells the truth.
-            pass
         with self._lock:
             for channel in finished:
                 self._seq.pop(channel, None)

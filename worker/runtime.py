@@ -75,6 +75,8 @@ class WorkerRuntime:
         try:
             if not self.store.transition(started, {Status.NEW}, lease_ms=lease_ms):
                 return "dropped"  # stopped, or lost and marked crashed, before it could start
+            if self.store.stop_requested(execution_id):
+                cancel.set()
             run = self._execute(payload, started, cancel)
             self._finish(payload, started, run)
             return run.status
@@ -167,6 +169,22 @@ class WorkerRuntime:
             if self._lease_thread is None:
                 self._lease_thread = threading.Thread(target=self._renew_leases, daemon=True)
                 self._lease_thread.start()
+                threading.Thread(target=self._listen_for_stops, daemon=True).start()
+
+    def _listen_for_stops(self) -> None:
+        """Stop requests are broadcast; the worker running the execution acts on it."""
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self.keys.stop_channel())
+                for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self.stop(message["data"])
+            except redis.RedisError as err:
+                log.warning("stop listener lost Redis, reconnecting: %s", err)
+                time.sleep(1.0)
+            finally:
+                pubsub.close()
 
     def _renew_leases(self) -> None:
         lease_ms = int(self.settings.lease_seconds * 1000)
