@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-from flask import Flask
+from flask import Flask, send_from_directory
 
-from api import errors, ops, webhooks
+from api import errors, ops, push, rest, webhooks
 from api.runtime import ApiRuntime
 from mini_n8n.settings import Settings
 
@@ -20,12 +21,24 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.json.ensure_ascii = False
     if config:
         app.config.update(config)
-    app.extensions["mini_n8n"] = ApiRuntime(settings)
+    rt = app.extensions["mini_n8n"] = ApiRuntime(settings)
+    app.before_request(rt.warm)
     errors.register_error_handlers(app)
     app.register_blueprint(ops.bp)
     app.register_blueprint(webhooks.bp)
+    app.register_blueprint(rest.bp)
+    app.register_blueprint(push.bp)
+    app.add_url_rule("/", "editor", _editor)
     _import_workflows(app, settings)
     return app
+
+
+def _editor():
+    """The editor page; its modules and styles are static files under /static/editor/."""
+    response = send_from_directory(Path(__file__).parent / "static" / "editor", "index.html")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 def _import_workflows(app: Flask, settings: Settings) -> None:

@@ -7,6 +7,7 @@ enqueued, so a worker can never publish an event nobody hears (peer-lessons: Dif
 from __future__ import annotations
 
 import secrets
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ class Launcher:
         self.store = store
         self._relay = relay  # callables: built lazily, once per process
         self._celery = celery
+        self._producer = None
+        self._publish_lock = threading.Lock()
 
     @property
     def relay(self) -> Relay:
@@ -78,7 +81,7 @@ class Launcher:
             "pushRef": push_ref,
         }
         try:
-            self._celery().send_task(TASK_NAME, args=[payload], queue=self.settings.task_queue)
+            self._enqueue(payload)
         except Exception as err:
             if stream is not None:
                 self.relay.unsubscribe(stream)
@@ -86,3 +89,14 @@ class Launcher:
             self.store.transition(failed, {Status.NEW})
             raise
         return Launch(execution_id, stream)
+
+    def _enqueue(self, payload: dict[str, Any]) -> None:
+        # One broker connection per api process, shared by every request: a publish is one
+        # LPUSH, so taking turns costs little and the connection count stays constant.
+        with self._publish_lock:
+            app = self._celery()
+            if self._producer is None:
+                self._producer = app.amqp.Producer(app.connection_for_write())
+            app.send_task(
+                TASK_NAME, args=[payload], queue=self.settings.task_queue, producer=self._producer
+            )

@@ -4,11 +4,18 @@
 `responseNode` wait for the outcome. Every wait is bounded: when the channel is quiet, a
 keepalive line goes out (streaming) and the execution record is checked, so a lost worker or a
 queue timeout ends the response with an error instead of a hung request.
+
+A streaming client that goes away does not stop its execution: the answer is still produced and
+saved to memory (Dify and LibreChat behave so). A workflow with our own setting
+`"settings": {"stopOnClientDisconnect": true}` is stopped instead (Langflow's choice). Under
+gevent a gone client is noticed on the next write (an item or a keepalive line), so the stop
+follows within about one token or one keepalive interval.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +23,8 @@ from flask import Response, jsonify
 
 from api.launcher import Launch
 from worker.executions import FINISHED, ExecutionStore, Status
+
+log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 KEEPALIVE = '{"type":"keepalive"}\n'
@@ -82,20 +91,28 @@ def _result_from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- streaming --------------------------------------------------------------------------------
-def streaming_response(outcome: Outcome, headers: dict[str, str]) -> Response:
+def stop_on_client_disconnect(workflow: dict[str, Any]) -> bool:
+    """Our own workflow setting (n8n has none): stop the execution when its streaming client
+    goes away before the end. Off by default: the answer is still saved."""
+    return (workflow.get("settings") or {}).get("stopOnClientDisconnect") is True
+
+
+def streaming_response(
+    outcome: Outcome, headers: dict[str, str], stop_on_disconnect: bool = False
+) -> Response:
     headers = {
         **headers,
         "Cache-Control": "no-cache",
         "X-Accel-Buffering": "no",
         "X-Execution-Id": outcome.launch.execution_id,
     }
-    return Response(
-        _ndjson(outcome), status=200, mimetype=None, content_type=NDJSON, headers=headers
-    )
+    body = _ndjson(outcome, stop_on_disconnect)
+    return Response(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
 
 
-def _ndjson(outcome: Outcome) -> Iterator[str]:
+def _ndjson(outcome: Outcome, stop_on_disconnect: bool = False) -> Iterator[str]:
     saw_error = False
+    ended = False  # the execution's end reached us: nothing left to stop
     events = outcome.events()
     try:
         for event in events:
@@ -105,9 +122,23 @@ def _ndjson(outcome: Outcome) -> Iterator[str]:
                 saw_error = saw_error or '"type":"error"' in event["lines"]
                 yield event["lines"]
             elif "done" in event:
+                ended = True
                 yield from _closing_lines(event["done"], saw_error, outcome.launch.execution_id)
     finally:
         events.close()  # the client may be gone: unsubscribe now, not when collected
+        if stop_on_disconnect and not ended:
+            # Closed before the end: the client went away (a failed write closed us).
+            _stop_abandoned(outcome)
+
+
+def _stop_abandoned(outcome: Outcome) -> None:
+    execution_id = outcome.launch.execution_id
+    try:
+        outcome.store.request_stop(execution_id)
+    except Exception as err:  # the response is over either way; the run times out at worst
+        log.warning("could not stop execution %s after its client left: %s", execution_id, err)
+        return
+    log.info("execution %s: streaming client disconnected, stop requested", execution_id)
 
 
 def _closing_lines(done: dict[str, Any], saw_error: bool, execution_id: str) -> Iterator[str]:

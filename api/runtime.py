@@ -17,7 +17,9 @@ from mini_n8n.keys import Keys
 from mini_n8n.settings import Settings
 from worker.executions import ExecutionStore
 
-REDIS_POOL_SIZE = 64  # requests beyond this wait for a connection instead of opening more
+# Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
+# thousands of requests a second and keeps the api's connection count constant under load.
+REDIS_POOL_SIZE = 8
 
 
 class ApiRuntime:
@@ -38,13 +40,54 @@ class ApiRuntime:
         self._relay: Relay | None = None
         self._celery = None
         self._lock = threading.Lock()
+        self._warm = False
+        self._credentials = None
+        self._redis_connections = None
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
+
+    def warm(self) -> None:
+        """Open the whole pool once, so the connection count does not depend on load."""
+        with self._lock:
+            if self._warm:
+                return
+            self._warm = True
+        pool = self.redis.connection_pool
+        conns = []
+        try:
+            for _ in range(REDIS_POOL_SIZE):
+                conns.append(pool.get_connection())
+        except redis.RedisError:
+            self._warm = False  # Redis is not there yet; try again on a later request
+        finally:
+            for conn in conns:
+                pool.release(conn)
 
     def relay(self) -> Relay:
         with self._lock:
             if self._relay is None:
                 self._relay = Relay(self.settings.redis_url)
             return self._relay
+
+    @property
+    def credentials(self):
+        """The deployment's CredentialStore, read once (CredentialError if the file is bad)."""
+        with self._lock:
+            if self._credentials is None:
+                from mini_n8n.credentials import CredentialStore
+
+                self._credentials = CredentialStore.from_env()
+            return self._credentials
+
+    def redis_for_credential(self, ref):
+        """The Redis client a memory node's `redis` credential names (the workers' rule)."""
+        if self._redis_connections is None:
+            from worker.redis_credentials import RedisConnections
+
+            store = self.credentials
+            with self._lock:
+                if self._redis_connections is None:
+                    self._redis_connections = RedisConnections(store, self.redis)
+        return self._redis_connections(ref)
 
     def celery(self):
         with self._lock:

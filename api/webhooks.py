@@ -14,6 +14,7 @@ from api.responses import (
     last_node_response,
     response_node_response,
     started_response,
+    stop_on_client_disconnect,
     streaming_response,
 )
 from api.runtime import runtime
@@ -98,7 +99,7 @@ def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers
         return started_response(launched.execution_id, headers)
     outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings)
     if response_mode == "streaming":
-        return streaming_response(outcome, headers)
+        return streaming_response(outcome, headers, stop_on_client_disconnect(raw))
     if response_mode == "responseNode":
         return response_node_response(outcome, headers)
     return last_node_response(outcome, headers)

@@ -20,3 +20,5 @@ class Services:
     sleep: Callable[[float], None] = time.sleep
     simple_memory: Any = None  # the process-wide in-process ChatMemory behind Simple Memory
     queue_mode: bool = False  # True on Celery workers: Simple Memory warns that it forgets
+    # ref -> redis.Redis for the Redis memory's own `redis` credential (worker/redis_credentials)
+    redis_for_credential: Callable[[Any], Any] | None = None

@@ -8,6 +8,9 @@ import json
 import os
 import sys
 
+# gunicorn's default without the query string: the editor's push URL carries the api key.
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -79,6 +82,7 @@ def _api(args) -> int:
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
         "--keep-alive", "5",
         "--access-logfile", "-" if os.environ.get("MINI_N8N_ACCESS_LOG") else "/dev/null",
+        "--access-logformat", ACCESS_LOG_FORMAT,
         "api.wsgi:app",
     ]  # fmt: skip
     os.execv(sys.executable, argv)

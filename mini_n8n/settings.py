@@ -27,6 +27,10 @@ class Settings:
     port: int = 5678  # n8n's port, so widget and docs URLs carry over
     # n8n's default body limit (N8N_PAYLOAD_SIZE_MAX = 16 MiB).
     max_body_bytes: int = 16 * 1024 * 1024
+    # Files sent to a Chat Trigger travel base64-encoded in the Celery message and the execution
+    # record, so they get their own, smaller limits: per file, and for all files of a message.
+    chat_file_max_bytes: int = 5 * 1024 * 1024
+    chat_files_max_bytes: int = 10 * 1024 * 1024
     # Executions are kept a week, like n8n's default pruning age.
     executions_ttl: int = 7 * 24 * 3600
     # Quiet streams get a keepalive line after this long; also how often a relay checks that
@@ -56,6 +60,8 @@ class Settings:
             workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),
             port=_int("PORT", cls.port),
             max_body_bytes=_int("MINI_N8N_MAX_BODY_BYTES", cls.max_body_bytes),
+            chat_file_max_bytes=_int("MINI_N8N_CHAT_FILE_MAX_BYTES", cls.chat_file_max_bytes),
+            chat_files_max_bytes=_int("MINI_N8N_CHAT_FILES_MAX_BYTES", cls.chat_files_max_bytes),
             executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             lease_seconds=_float("MINI_N8N_LEASE_SECONDS", cls.lease_seconds),

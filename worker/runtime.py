@@ -26,6 +26,7 @@ from mini_n8n.settings import Settings
 from worker.executions import ExecutionStore, Status, now_ms
 from worker.publisher import Outbox
 from worker.push import PushHooks
+from worker.redis_credentials import RedisConnections
 
 log = logging.getLogger("mini_n8n.worker")
 
@@ -48,6 +49,11 @@ class WorkerRuntime:
             keys=self.keys,
             simple_memory=InProcessMemory(),
             queue_mode=True,
+        )
+        # The Redis memory's `redis` credential (n8n exports always name one): its own server
+        # if configured, else this deployment's Redis.
+        self.services.redis_for_credential = RedisConnections(
+            self.services.credentials, self.client
         )
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
         self._running: dict[str, threading.Event] = {}

@@ -8,6 +8,7 @@ from engine.errors import NodeExecutionError
 from engine.node import NodeType, register
 from memory.base import SessionMemory
 from memory.redis import RedisMemory
+from mini_n8n.credentials import CredentialError
 
 
 @register
@@ -36,7 +37,10 @@ def _client(ctx):
     connect = getattr(ctx.services, "redis_for_credential", None)
     ref = (ctx.node.credentials or {}).get("redis")
     if ref and connect:
-        return connect(ref)
+        try:
+            return connect(ref)
+        except CredentialError as err:  # its message names the credential, never a secret
+            raise NodeExecutionError(str(err), node=ctx.node.name) from None
     if ctx.services.redis is None:
         raise NodeExecutionError(
             "no Redis connection is configured (REDIS_URL)", node=ctx.node.name

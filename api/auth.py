@@ -1,0 +1,62 @@
+"""Webhook authentication for the Chat Trigger's `authentication` parameter, as n8n answers it:
+
+- `none`: nothing to check.
+- `basicAuth`: the node's `httpBasicAuth` credential (`user`, `password`) from the deployment's
+  credentials file. No or malformed `Authorization` header -> 401, wrong user or password -> 403,
+  both with `WWW-Authenticate: Basic realm="Webhook"`; no usable credential -> 500.
+- `n8nUserAuth`: n8n checks an editor login cookie; mini-n8n has no editor users, so every request
+  is refused with 401 rather than let through.
+
+Messages never name a user or a password, and the credential is never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from flask import Request
+
+from api.errors import ApiError
+from mini_n8n.credentials import CredentialError
+
+log = logging.getLogger("mini_n8n.auth")
+
+CHALLENGE = {"WWW-Authenticate": 'Basic realm="Webhook"'}
+NO_CREDENTIAL = "No authentication data defined on node!"
+
+
+def check_webhook_auth(rt, node, method: str, request: Request) -> None:
+    if method in ("none", "", None):
+        return
+    if method == "basicAuth":
+        _basic_auth(rt, node, request)
+        return
+    if method == "n8nUserAuth":
+        raise ApiError(401, "User not authenticated! (n8n user auth is not available in mini-n8n)")
+    raise ApiError(500, f'Unknown authentication "{method}"')
+
+
+def _basic_auth(rt, node, request: Request) -> None:
+    expected_user, expected_password = _expected(rt, node)
+    given = request.authorization
+    if given is None or given.type != "basic" or given.username is None:
+        raise ApiError(401, "Authorization is required!", headers=CHALLENGE)
+    # Both comparisons always run, in constant time, so timing tells nothing about which failed.
+    user_ok = hmac.compare_digest(given.username.encode(), expected_user.encode())
+    password_ok = hmac.compare_digest((given.password or "").encode(), expected_password.encode())
+    if not (user_ok and password_ok):
+        raise ApiError(403, "Authorization data is wrong!", headers=CHALLENGE)
+
+
+def _expected(rt, node) -> tuple[str, str]:
+    try:
+        credential = rt.credentials.resolve("httpBasicAuth", node.credentials.get("httpBasicAuth"))
+    except CredentialError as err:  # names the credential and the file, never a secret
+        log.error("chat trigger %r: %s", node.name, err)
+        raise ApiError(500, NO_CREDENTIAL) from None
+    user, password = credential.get("user"), credential.get("password")
+    if not isinstance(user, str) or not isinstance(password, str) or not user or not password:
+        log.error("chat trigger %r: its httpBasicAuth credential has no user or password", node.name)
+        raise ApiError(500, NO_CREDENTIAL)
+    return user, password

@@ -1,0 +1,85 @@
+"""Editor push over Server-Sent Events: `GET /rest/push?pushRef=<tab>`.
+
+Workers publish `{"push": {"type", "data"}}` on `push:<pushRef>` for executions the tab started;
+each becomes one SSE `data:` line holding `{"type", "data"}`. The subscription is confirmed by
+Redis before the response starts, so once the browser sees the stream open, nothing the tab starts
+afterwards can be missed. EventSource cannot send headers: the key may come as `?key=` (never
+logged here; `mini-n8n api` keeps query strings out of its access log).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from flask import Blueprint, Response, request
+
+from api.errors import ApiError
+from api.relay import RelayError, Stream
+from api.rest import auth
+from api.rest.workflows import PUSH_REF
+from api.runtime import runtime
+
+bp = Blueprint("push", __name__)
+
+HEARTBEAT_SECONDS = 15.0  # a comment line this often keeps proxies from closing a quiet stream
+RETRY_MS = 1000  # how soon EventSource reconnects after the stream ends
+
+# A tab that reconnects may do so before this process noticed the old connection was gone:
+# the newest connection of a pushRef wins and the old stream is ended.
+_open: dict[str, Stream] = {}
+_open_lock = threading.Lock()
+
+
+@bp.get("/rest/push")
+def push() -> Response:
+    auth.require_key(allow_query=True)
+    push_ref = request.args.get("pushRef", "")
+    if not PUSH_REF.match(push_ref):
+        raise ApiError(400, '"pushRef" must be 1-64 letters, digits, "-" or "_"')
+    rt = runtime()
+    relay = rt.relay()
+    channel = rt.keys.push(push_ref)
+    with _open_lock:
+        old = _open.pop(channel, None)
+    if old is not None:
+        relay.unsubscribe(old)
+        old.fail("replaced by a newer connection")
+    try:
+        stream = relay.subscribe(channel, ordered=False)
+    except RelayError as err:
+        raise ApiError(503, f"push is unavailable: {err}") from err
+    with _open_lock:
+        _open[channel] = stream
+
+    def close() -> None:
+        relay.unsubscribe(stream)
+        with _open_lock:
+            if _open.get(channel) is stream:
+                del _open[channel]
+
+    response = Response(
+        _events(stream, close),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+    response.call_on_close(close)  # also when the generator never started
+    return response
+
+
+def _events(stream: Stream, close):
+    try:
+        yield f"retry: {RETRY_MS}\n: connected\n\n"
+        while True:
+            event = stream.get(timeout=HEARTBEAT_SECONDS)
+            if event is None:
+                yield ": heartbeat\n\n"
+            elif "push" in event:
+                yield f"data: {json.dumps(event['push'], ensure_ascii=False)}\n\n"
+            elif "relayError" in event:
+                # End the stream; the browser reconnects and catches up over REST.
+                payload = {"type": "pushError", "data": {"message": event["relayError"]}}
+                yield f"data: {json.dumps(payload)}\n\n"
+                return
+    finally:
+        close()

@@ -1,0 +1,59 @@
+"""The api key that guards /rest.
+
+`MINI_N8N_API_KEY` is sent as `Authorization: Bearer <key>` or `X-N8N-API-KEY: <key>` (n8n's
+public api header). Without a configured key /rest is refused, unless the api listens on
+loopback only, where nobody but this machine's users can reach it. EventSource cannot send
+headers, so the push endpoint may take the key as the `key` query parameter instead.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+from flask import request
+
+from api.errors import ApiError
+from api.runtime import runtime
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def bound_to_loopback() -> bool:
+    # `mini-n8n api` binds to HOST (default 0.0.0.0, every interface).
+    return os.environ.get("HOST", "0.0.0.0").strip() in LOOPBACK
+
+
+def presented_key(allow_query: bool = False) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    if "X-N8N-API-KEY" in request.headers:
+        return request.headers["X-N8N-API-KEY"]
+    if allow_query:
+        return request.args.get("key")
+    return None
+
+
+def require_key(allow_query: bool = False) -> None:
+    """A before_request hook: returns nothing when the request may go on, raises otherwise."""
+    if request.method == "OPTIONS":
+        return
+    expected = runtime().settings.api_key
+    if not expected:
+        if bound_to_loopback():
+            return
+        raise ApiError(
+            403,
+            "The REST api is disabled: set MINI_N8N_API_KEY, or bind the api to loopback "
+            "(HOST=127.0.0.1) to use it without a key.",
+        )
+    given = presented_key(allow_query)
+    if given is None:
+        raise ApiError(
+            401,
+            "An api key is required: send it as 'Authorization: Bearer <key>' or 'X-N8N-API-KEY'.",
+            headers={"WWW-Authenticate": 'Bearer realm="mini-n8n"'},
+        )
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ApiError(401, "The api key is not valid.")

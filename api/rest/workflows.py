@@ -1,0 +1,127 @@
+"""Workflows: list, get, create, update, delete, activate, deactivate; and a manual chat run,
+which the editor's chat panel sends (its answer arrives on the tab's push channel)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from flask import jsonify, request
+
+from api.chat_trigger import validate_chat_body
+from api.errors import ApiError
+from api.rest import bp
+from api.runtime import runtime
+from api.workflow_store import WorkflowNotFound
+from engine.nodes.chat_trigger import ChatTrigger
+
+PUSH_REF = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # becomes part of a Redis channel name
+SUMMARY_KEYS = ("id", "name", "active", "tags", "updatedAt")
+
+
+@bp.get("/workflows")
+def list_workflows():
+    summaries = [{k: w.get(k) for k in SUMMARY_KEYS if k in w} for w in runtime().workflows.list()]
+    summaries.sort(key=lambda w: (str(w.get("name", "")).lower(), w["id"]))
+    return jsonify({"data": summaries})
+
+
+@bp.get("/workflows/<workflow_id>")
+def get_workflow(workflow_id: str):
+    return jsonify(_stored(workflow_id))
+
+
+@bp.post("/workflows")
+def create_workflow():
+    body = _json_object()
+    if body.get("id") and runtime().workflows.get_json(str(body["id"])) is not None:
+        raise ApiError(409, f'a workflow with id "{body["id"]}" already exists')
+    workflow = runtime().workflows.save(body)
+    return jsonify(_stored(workflow.id)), 201
+
+
+@bp.route("/workflows/<workflow_id>", methods=["PUT", "PATCH"])
+def update_workflow(workflow_id: str):
+    body = _json_object()
+    if "id" in body and str(body["id"]) != workflow_id:
+        raise ApiError(400, f'the body\'s "id" ({body["id"]}) is not the one in the URL')
+    existing = _stored(workflow_id)
+    if request.method == "PATCH":
+        body = {**existing, **body}
+    runtime().workflows.save({**body, "id": workflow_id})
+    return jsonify(_stored(workflow_id))
+
+
+@bp.delete("/workflows/<workflow_id>")
+def delete_workflow(workflow_id: str):
+    runtime().workflows.delete(workflow_id)
+    return jsonify({"id": workflow_id, "deleted": True})
+
+
+@bp.post("/workflows/<workflow_id>/activate")
+def activate_workflow(workflow_id: str):
+    rt = runtime()
+    warnings = rt.workflows.activate(workflow_id, queue_mode=rt.settings.executions_mode == "queue")
+    return jsonify({**_stored(workflow_id), "warnings": warnings})
+
+
+@bp.post("/workflows/<workflow_id>/deactivate")
+def deactivate_workflow(workflow_id: str):
+    runtime().workflows.deactivate(workflow_id)
+    return jsonify(_stored(workflow_id))
+
+
+@bp.post("/workflows/<workflow_id>/chat")
+def chat_run(workflow_id: str):
+    """A manual run with one chat message. Answers with the execution id at once; everything
+    else (node events, streamed tokens, the end) comes over the `pushRef` channel."""
+    rt = runtime()
+    body = _json_object()
+    push_ref = body.get("pushRef")
+    if not isinstance(push_ref, str) or not PUSH_REF.match(push_ref):
+        raise ApiError(400, '"pushRef" must be 1-64 letters, digits, "-" or "_"')
+    session_id = body.get("sessionId") or str(uuid.uuid4())
+    message = {"action": "sendMessage", "sessionId": session_id, "chatInput": body.get("chatInput")}
+    if body.get("metadata") is not None:
+        message["metadata"] = body["metadata"]
+    validate_chat_body(message)
+    raw, workflow = rt.workflows.load(workflow_id)
+    trigger = _chat_trigger(workflow, body.get("triggerNode"))
+    launched = rt.launcher.start(
+        raw,
+        workflow,
+        trigger,
+        [{"json": message}],
+        mode="manual",
+        response_mode="onReceived",
+        session_id=session_id,
+        push_ref=push_ref,
+        streaming=True,
+    )
+    return jsonify({"executionId": launched.execution_id, "sessionId": session_id})
+
+
+def _chat_trigger(workflow, name: Any) -> str:
+    triggers = [n.name for n in workflow.nodes.values() if n.type == ChatTrigger.type]
+    if name is not None:
+        if name not in triggers:
+            raise ApiError(400, f'"{name}" is not a Chat Trigger of this workflow')
+        return name
+    if not triggers:
+        raise ApiError(400, "this workflow has no Chat Trigger to send a message to")
+    return triggers[0]
+
+
+def _stored(workflow_id: str) -> dict[str, Any]:
+    data = runtime().workflows.get_json(workflow_id)
+    if data is None:
+        raise WorkflowNotFound(workflow_id)
+    return data
+
+
+def _json_object() -> dict[str, Any]:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object")
+    return body

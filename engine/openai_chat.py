@@ -1,0 +1,423 @@
+"""A streaming client for OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, LM Studio...),
+the part of the OpenAI Chat Model node (engine/nodes/lm_chat_openai.py) that talks to the server.
+
+The model always streams: text pieces go to the Agent's `on_token` as they arrive, tool calls are
+reassembled from their pieces by index. The sync `openai` SDK blocks in socket reads, so a
+background pump (a greenlet under gevent) reads the stream into a queue and the caller waits on
+the queue in short slices: a stop is noticed within POLL seconds, even before the first byte.
+
+Failures become NodeExecutionError messages a user can act on, built here from status codes and
+never from the SDK's text (which may echo headers or the key). Retries happen only where they
+cannot duplicate output: before any token reached the Agent, never for 401/404/timeouts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import queue
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from engine.errors import ExecutionCanceled, NodeExecutionError
+from engine.llm import Cancellation, TokenCallback, Tool
+from memory.messages import ChatMessage, ToolCall
+
+log = logging.getLogger(__name__)
+
+LABEL = "OpenAI Chat Model"  # n8n's display name; messages start with the node's own name
+DEFAULT_MODEL = "gpt-4.1-mini"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT_MS = 60000  # n8n's default
+DEFAULT_MAX_RETRIES = 2  # n8n's default
+MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a frozen chat
+POLL = 0.1  # seconds between checks of the stop flag while waiting for the server
+ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+@dataclass(frozen=True)
+class OpenAiSettings:
+    """Everything but the key: safe to print."""
+
+    model: str = DEFAULT_MODEL
+    base_url: str = field(default=DEFAULT_BASE_URL, repr=False)  # may hold user:password@
+    timeout: float = DEFAULT_TIMEOUT_MS / 1000  # seconds, per connect/read
+    max_retries: int = DEFAULT_MAX_RETRIES
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    credential_name: str = "openAiApi"
+    label: str = LABEL
+    organization: str | None = None
+
+
+class _Failure(Exception):
+    """One failed attempt, described for the user; invoke decides whether to retry."""
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class OpenAiChatModel:
+    retry_base_delay = 0.5  # seconds; doubles per retry when the server names no delay
+
+    def __init__(self, settings: OpenAiSettings, api_key: str, cancel: Cancellation | None = None):
+        self.settings = settings
+        self._api_key = api_key
+        self._cancel = cancel
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return (
+            f"OpenAiChatModel(model={s.model!r}, base_url={_safe_url(s.base_url)!r}, api_key=***)"
+        )
+
+    def invoke(
+        self,
+        messages: list[ChatMessage],
+        tools: list[Tool],
+        on_token: TokenCallback | None = None,
+        cancel: Cancellation | None = None,
+    ) -> ChatMessage:
+        cancel = cancel if cancel is not None else self._cancel
+        body = self.request_body(messages, tools)
+        for attempt in range(self.settings.max_retries + 1):
+            answer = _Answer(on_token, _safe_url(self.settings.base_url))
+            try:
+                self._stream_once(body, answer, cancel)
+                return answer.message()
+            except _Failure as failure:
+                delay = self._retry_delay(failure, answer, attempt)
+                if delay is None:
+                    raise NodeExecutionError(f"{self.settings.label}: {failure.message}") from None
+                log.info(
+                    "%s: %s; retry %d of %d in %.1f s",
+                    self.settings.label,
+                    failure.message,
+                    attempt + 1,
+                    self.settings.max_retries,
+                    delay,
+                )
+                _wait(delay, cancel)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def request_body(self, messages: list[ChatMessage], tools: list[Tool]) -> dict[str, Any]:
+        s = self.settings
+        body: dict[str, Any] = {"model": s.model, "messages": [to_openai(m) for m in messages]}
+        if tools:
+            body["tools"] = [tool_to_openai(t) for t in tools]
+        optional = {"temperature": s.temperature, "max_tokens": s.max_tokens, "top_p": s.top_p}
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
+
+    def _retry_delay(self, failure: _Failure, answer: _Answer, attempt: int) -> float | None:
+        if not failure.retryable or answer.emitted or attempt >= self.settings.max_retries:
+            return None
+        if failure.retry_after is not None:
+            return failure.retry_after if failure.retry_after <= MAX_RETRY_AFTER else None
+        return self.retry_base_delay * 2**attempt
+
+    def _stream_once(self, body: dict[str, Any], answer: _Answer, cancel) -> None:
+        client = self._get_client()
+        pump = _Pump(lambda: client.chat.completions.create(**body, stream=True))
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    raise ExecutionCanceled() from None
+                try:
+                    kind, value = pump.events.get(timeout=POLL)
+                except queue.Empty:
+                    continue
+                if kind == "done":
+                    return
+                if kind == "chunk":
+                    answer.add(value)
+                else:
+                    raise self._describe(value, kind, answer.emitted)
+        finally:
+            pump.stop()
+
+    def _get_client(self) -> openai.OpenAI:
+        try:
+            return _shared_client(self.settings, self._api_key)
+        except Exception:  # the SDK rejects some URLs up front; its text could hold the key
+            raise _Failure(f"invalid base URL {_safe_url(self.settings.base_url)}") from None
+
+    def _describe(self, err: BaseException, phase: str, emitted: bool) -> _Failure:
+        s = self.settings
+        url = _safe_url(s.base_url)
+        if isinstance(err, openai.APITimeoutError):
+            return _Failure(f"timed out after {s.timeout:g} s waiting for {url}")
+        if isinstance(err, openai.APIConnectionError):
+            if phase == "stream":
+                return _Failure(
+                    f"the connection to {url} was lost mid-stream", retryable=not emitted
+                )
+            return _Failure(f"could not connect to {url}", retryable=True)
+        if isinstance(err, openai.APIStatusError):
+            return self._describe_status(err, url)
+        if isinstance(err, openai.APIError):  # an error event inside the stream
+            return _Failure(f"the model reported an error mid-stream: {self._server_text(err)}")
+        if phase == "stream":  # undecodable SSE data, or chunks of the wrong shape
+            return _Failure(f"malformed response stream from {url}")
+        return _Failure(f"unexpected {type(err).__name__} calling {url}")
+
+    def _describe_status(self, err: openai.APIStatusError, url: str) -> _Failure:
+        s, status = self.settings, err.status_code
+        code = err.body.get("code") if isinstance(err.body, dict) else None
+        if status == 401:
+            return _Failure(
+                f'authentication failed (401): check the API key of credential "{s.credential_name}"'
+            )
+        if status == 403:
+            return _Failure(
+                f'access denied (403) for credential "{s.credential_name}": {self._server_text(err)}'
+            )
+        if status == 404:
+            text = self._server_text(err)
+            if code == "model_not_found" or "model" in text.lower():
+                return _Failure(f'model "{s.model}" not found (404)')
+            return _Failure(f"{url}/chat/completions not found (404): check the base URL")
+        if status == 429 and code == "insufficient_quota":
+            return _Failure("quota exceeded (429): check the plan and billing of the account")
+        if status == 429:
+            after = _retry_after(err.response.headers)
+            hint = f"; retry after {after:g} s" if after is not None else "; try again later"
+            return _Failure(f"rate limited (429){hint}", retryable=True, retry_after=after)
+        if status >= 500:
+            return _Failure(f"server error ({status}) from {url}", retryable=True)
+        return _Failure(f"request rejected ({status}): {self._server_text(err)}")
+
+    def _server_text(self, err: openai.APIError) -> str:
+        """The server's own explanation, cut short and with our key masked out of it."""
+        body = err.body
+        text = body.get("message") if isinstance(body, dict) else None
+        text = " ".join(str(text or "no details").split())[:300]
+        return text.replace(self._api_key, "***") if len(self._api_key) >= 4 else text
+
+
+_CLIENTS: dict[tuple, openai.OpenAI] = {}
+_CLIENTS_LOCK = threading.Lock()
+MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest client is dropped
+
+
+def _shared_client(s: OpenAiSettings, api_key: str) -> openai.OpenAI:
+    """One client per endpoint and key for the whole process, so executions reuse its pooled
+    (TLS) connections. max_retries=0: our own loop retries, since the SDK's can neither be
+    stopped nor know whether tokens were already handed on."""
+    key = (s.base_url, hashlib.sha256(api_key.encode()).hexdigest(), s.organization, s.timeout)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = openai.OpenAI(
+                api_key=api_key or "none",  # keyless local servers (Ollama) ignore it
+                base_url=s.base_url,
+                organization=s.organization,
+                timeout=s.timeout,
+                max_retries=0,
+            )
+            if len(_CLIENTS) >= MAX_CLIENTS:
+                _CLIENTS.pop(next(iter(_CLIENTS)))  # closed by the SDK once unreferenced
+            _CLIENTS[key] = client
+        return client
+
+
+class _Answer:
+    """Accumulates one streamed answer: text pieces and tool calls by index."""
+
+    def __init__(self, on_token: TokenCallback | None, source: str):
+        self.on_token = on_token
+        self.source = source  # the endpoint, for messages
+        self.parts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.emitted = False  # a token reached the Agent: retrying would duplicate output
+
+    def add(self, chunk: Any) -> None:
+        try:
+            text, pieces = _read_chunk(chunk)
+        except (AttributeError, TypeError, KeyError, IndexError):
+            raise _Failure(f"malformed response stream from {self.source}") from None
+        for piece in pieces:
+            self._add_call_piece(*piece)
+        if text:
+            self.parts.append(text)
+            self.emitted = True
+            if self.on_token is not None:
+                self.on_token(text)
+
+    def _add_call_piece(self, index: int | None, call_id: str, name: str, args: str) -> None:
+        if index is None:  # servers that omit the index: a new id starts a new call
+            last = max(self.calls, default=-1)
+            is_new = last < 0 or (call_id and call_id != self.calls[last]["id"])
+            index = last + 1 if is_new else last
+        call = self.calls.setdefault(index, {"id": "", "name": "", "args": []})
+        call["id"] = call["id"] or call_id
+        call["name"] = call["name"] or name
+        call["args"].append(args)
+
+    def message(self) -> ChatMessage:
+        tool_calls = []
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            tool_calls.append(ToolCall(call["name"], _parse_args(call), call["id"] or _new_id()))
+        return ChatMessage("ai", "".join(self.parts), tool_calls=tool_calls)
+
+
+def _read_chunk(chunk: Any) -> tuple[str, list[tuple[int | None, str, str, str]]]:
+    text, pieces = "", []
+    for choice in chunk.choices or []:
+        if choice.index not in (0, None) or choice.delta is None:
+            continue  # we ask for one choice; others would be a server quirk
+        text += choice.delta.content or ""
+        for tc in choice.delta.tool_calls or []:
+            fn = tc.function
+            name = (fn.name if fn else None) or ""
+            args = (fn.arguments if fn else None) or ""
+            pieces.append((tc.index, tc.id or "", name, args))
+    return text, pieces
+
+
+def _parse_args(call: dict[str, Any]) -> dict[str, Any]:
+    raw = "".join(call["args"]).strip()
+    if not call["name"]:
+        raise _Failure("malformed response stream: a tool call without a tool name")
+    try:
+        args = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        args = None
+    if not isinstance(args, dict):
+        raise _Failure(
+            f'the model sent malformed arguments for tool "{call["name"]}" (not a JSON object)'
+        )
+    return args
+
+
+def _new_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class _Pump:
+    """Reads one streamed completion in the background into `events`:
+    ("chunk", chunk)..., then ("done", None) or (phase, exception) with phase request/stream."""
+
+    def __init__(self, open_stream):
+        self.events: queue.Queue = queue.Queue()
+        self._stopped = threading.Event()
+        self._greenlet = None
+        if _gevent_patched():
+            import gevent
+
+            self._greenlet = gevent.spawn(self._run, open_stream)
+        else:
+            threading.Thread(
+                target=self._run, args=(open_stream,), daemon=True, name="openai-stream"
+            ).start()
+
+    def _run(self, open_stream) -> None:
+        phase, stream = "request", None
+        try:
+            stream = open_stream()
+            phase = "stream"
+            for chunk in stream:
+                if self._stopped.is_set():
+                    return
+                self.events.put(("chunk", chunk))
+            self.events.put(("done", None))
+        except Exception as err:
+            self.events.put((phase, err))
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):  # the connection is going away either way
+                    stream.close()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        # Under gevent, killing the greenlet interrupts its socket wait at once and closes the
+        # response. A real thread cannot be interrupted: it drops the stream at its next chunk
+        # or read timeout, while the caller has already moved on.
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+
+
+def _gevent_patched() -> bool:
+    if "gevent" not in sys.modules:
+        return False
+    from gevent import monkey
+
+    return bool(monkey.is_module_patched("socket") and monkey.is_module_patched("threading"))
+
+
+def _wait(seconds: float, cancel: Cancellation | None) -> None:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if cancel is not None and cancel.is_set():
+            raise ExecutionCanceled()
+        time.sleep(min(POLL, left))
+    if cancel is not None and cancel.is_set():
+        raise ExecutionCanceled()
+
+
+def _retry_after(headers: Any) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(float(value) * scale, 0.0)
+        except ValueError:
+            pass
+    try:  # an HTTP date
+        when = parsedate_to_datetime(headers.get("retry-after") or "")
+        return max(when.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _safe_url(url: str) -> str:
+    """The base URL without user:password@ or a query string, fit for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the configured base URL"
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def to_openai(message: ChatMessage) -> dict[str, Any]:
+    """One message in OpenAI's chat format."""
+    out: dict[str, Any] = {"role": ROLES[message.role], "content": message.content}
+    if message.role == "ai" and message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.args)},
+            }
+            for c in message.tool_calls
+        ]
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id or ""
+    return out
+
+
+def tool_to_openai(tool: Tool) -> dict[str, Any]:
+    schema = tool.parameters or {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }

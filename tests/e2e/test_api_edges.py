@@ -1,0 +1,88 @@
+"""The api's edges: unknown paths and methods, bad bodies, and a constant Redis connection
+count however many requests it serves."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from urllib.parse import urlparse
+
+import httpx
+
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import chat_url, fresh_ids
+from tests.e2e.sockets import connections_to_port
+from tests.workflows import REDIS_CHAT, example
+
+
+def test_unknown_webhook_path_is_a_404_json(deployment):
+    response = httpx.post(f"{deployment.base}/webhook/nothing-here", json={})
+    assert response.status_code == 404
+    assert "not registered" in response.json()["message"]
+
+
+def test_known_path_with_another_method_is_a_405(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    response = httpx.put(chat_url(deployment.base, workflow), json={})
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == {"GET", "POST"}
+
+
+def test_a_deactivated_workflow_no_longer_answers(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    deployment.workflows.deactivate(workflow["id"])
+    response = httpx.post(chat_url(deployment.base, workflow), json={"chatInput": "hi"})
+    assert response.status_code == 404
+
+
+def test_bad_bodies_get_400_and_start_nothing(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(deployment.base, workflow)
+    before = deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"]))
+    bad = [
+        dict(content=b"{not json", headers={"content-type": "application/json"}),
+        dict(json=["a", "list"]),
+        dict(json={"sessionId": "s", "chatInput": 42}),
+        dict(json={"sessionId": 7, "chatInput": "hi"}),
+        dict(json={"sessionId": "a\nb", "chatInput": "hi"}),
+        dict(json={"sessionId": "x" * 257, "chatInput": "hi"}),
+        dict(json={"action": "rm -rf", "sessionId": "s", "chatInput": "hi"}),
+    ]
+    for kwargs in bad:
+        response = httpx.post(url, **kwargs)
+        assert response.status_code == 400, (kwargs, response.text)
+        assert response.json()["message"]
+    after = deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"]))
+    assert after == before
+
+
+def test_a_missing_session_id_gets_a_fresh_one(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(deployment.base, workflow)
+    first = httpx.post(url, json={"chatInput": "my name is Ada"}, timeout=30)
+    second = httpx.post(url, json={"chatInput": "What is my name?"}, timeout=30)
+    assert first.headers["x-session-id"] != second.headers["x-session-id"]
+    items = [json.loads(line) for line in second.text.splitlines()]
+    text = "".join(c.get("content", "") for c in items if c["type"] == "item")
+    assert text == "I don't know your name yet."  # the two messages did not share a session
+
+
+def test_redis_connections_stay_constant_across_requests(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(deployment.base, workflow)
+    api_process = deployment.apis[0][0]
+    redis_port = urlparse(deployment.redis_url).port
+
+    def burst(n: int):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=50) as pool:
+            replies = list(
+                pool.map(lambda i: stream_chat(url, "What is 2 + 2?", f"c{i}"), range(n))
+            )
+        assert all(r.types()[-1] == "end" for r in replies)
+
+    burst(5)
+    after_5 = connections_to_port(api_process.pid, redis_port)
+    burst(500)
+    after_500 = connections_to_port(api_process.pid, redis_port)
+    assert after_5 > 0
+    assert after_500 == after_5

@@ -1,0 +1,122 @@
+"""Several workers: memory across workers, a worker killed mid-stream, one session's order."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import signal
+import threading
+import time
+
+import pytest
+
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example, with_model_delay
+
+LEASE_SECONDS = 2
+KEEPALIVE_SECONDS = 1
+# A lost worker is noticed when its lease runs out, checked at each quiet keepalive interval.
+LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
+
+
+@pytest.fixture(scope="module")
+def two_workers(redis_url):
+    """Two workers on their own queues, each fed by its own api: a message's route is chosen
+    by the api it is sent to, so consecutive messages can be forced onto different workers."""
+    deploy = Deployment(
+        redis_url,
+        MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
+        MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
+    )
+    try:
+        qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
+        deploy.worker_a = deploy.start_worker(queue=qa)
+        deploy.worker_b = deploy.start_worker(queue=qb)
+        deploy.api_a = deploy.start_api(MINI_N8N_TASK_QUEUE=qa)
+        deploy.api_b = deploy.start_api(MINI_N8N_TASK_QUEUE=qb)
+        yield deploy
+    finally:
+        deploy.stop()
+
+
+def converse(deploy, workflow, session):
+    route = [deploy.api_a, deploy.api_b, deploy.api_a]
+    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
+    replies = [
+        stream_chat(chat_url(base, workflow), message, session)
+        for base, message in zip(route, messages, strict=True)
+    ]
+    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+    return replies, pids
+
+
+def test_redis_memory_remembers_across_workers(two_workers):
+    workflow = two_workers.activate(fresh_ids(example(REDIS_CHAT)))
+    replies, pids = converse(two_workers, workflow, "ada-redis")
+    assert pids == [two_workers.worker_a.pid, two_workers.worker_b.pid, two_workers.worker_a.pid]
+    assert replies[0].text() == "Based on the tools: Calculator returned 42."
+    assert replies[1].text() == "Nice to meet you, Ada!"
+    assert replies[2].text() == "Your name is Ada."
+
+
+def test_simple_memory_forgets_across_workers(two_workers):
+    workflow = two_workers.activate(fresh_ids(example(SIMPLE_CHAT)))
+    replies, pids = converse(two_workers, workflow, "ada-simple")
+    assert pids == [two_workers.worker_a.pid, two_workers.worker_b.pid, two_workers.worker_a.pid]
+    # Worker A never saw "my name is Ada": it went to worker B's process memory.
+    assert replies[2].text() == "I don't know your name yet."
+
+
+def test_a_killed_worker_ends_the_stream_with_an_error_line(two_workers, redis_url):
+    deploy = two_workers
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
+    victim = deploy.start_worker(queue=f"{deploy.keys.prefix}qv")
+    api = deploy.start_api(MINI_N8N_TASK_QUEUE=f"{deploy.keys.prefix}qv")
+    killed_at = []
+
+    def on_chunk(chunk):
+        if chunk["type"] == "item" and not killed_at:
+            victim.proc.send_signal(signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", "killed", on_chunk=on_chunk)
+    assert killed_at, "the stream never started"
+    assert reply.chunks[-1]["type"] == "error"
+    assert "worker" in reply.chunks[-1]["content"].lower()
+    assert reply.ended_at - killed_at[0] < LOST_WORKER_BOUND
+    record = deploy.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "crashed"
+    assert record["worker"]["pid"] == victim.pid
+
+
+def test_one_sessions_messages_run_in_arrival_order(two_workers):
+    deploy = two_workers
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 20)))
+    session = "ordered"
+    count = 6
+    arrival = threading.Lock()
+    sent_order = []
+
+    def send(i):
+        base = deploy.api_a if i % 2 == 0 else deploy.api_b
+        with arrival:
+            sent_order.append(i)
+        return stream_chat(chat_url(base, workflow), f"message {i}", session)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        replies = list(pool.map(send, range(count)))
+    records = [deploy.execution(r.headers["x-execution-id"]) for r in replies]
+    assert all(r["status"] == "success" for r in records)
+    by_arrival = sorted(records, key=lambda r: r["createdAt"])
+    # One at a time: each starts after the previous one of the session stopped.
+    for before, after in zip(by_arrival, by_arrival[1:], strict=False):
+        assert after["startedAt"] >= before["stoppedAt"]
+    # Memory holds every turn, whole and in the order the messages arrived.
+    stored = [json.loads(x) for x in deploy.redis.lrange(deploy.keys.chat(session), 0, -1)][::-1]
+    humans = [m["data"]["content"] for m in stored if m["type"] == "human"]
+    expected = [r["id"] for r in by_arrival]
+    assert len(stored) == 2 * count
+    assert [m["type"] for m in stored] == ["human", "ai"] * count
+    ids_by_message = {f"message {i}": r.headers["x-execution-id"] for i, r in enumerate(replies)}
+    assert [ids_by_message[h] for h in humans] == expected
