@@ -34,6 +34,7 @@ class Launcher:
         self._celery = celery
         self._producer = None
         self._publish_lock = threading.Lock()
+        self._runtime = None
 
     @property
     def relay(self) -> Relay:
@@ -69,8 +70,10 @@ class Launcher:
         }
         self.store.create(record)
         stream = None
+        channel = self.keys.execution_events(execution_id)
         if response_mode != "onReceived":
-            stream = self.relay.subscribe(self.keys.execution_events(execution_id))
+            local = self.settings.executions_mode == "regular"
+            stream = self.relay.open_local(channel) if local else self.relay.subscribe(channel)
         payload = {
             "record": record,
             "workflow": raw,
@@ -91,6 +94,9 @@ class Launcher:
         return Launch(execution_id, stream)
 
     def _enqueue(self, payload: dict[str, Any]) -> None:
+        if self.settings.executions_mode == "regular":
+            threading.Thread(target=self._local_runtime().run, args=(payload,), daemon=True).start()
+            return
         # One broker connection per api process, shared by every request: a publish is one
         # LPUSH, so taking turns costs little and the connection count stays constant.
         with self._publish_lock:
@@ -100,3 +106,15 @@ class Launcher:
             app.send_task(
                 TASK_NAME, args=[payload], queue=self.settings.task_queue, producer=self._producer
             )
+
+    def _local_runtime(self):
+        """Regular mode (EXECUTIONS_MODE=regular): this api process runs executions itself,
+        as n8n does without queue mode. Same runtime as a worker, events delivered locally."""
+        with self._publish_lock:
+            if self._runtime is None:
+                from worker.publisher import LocalOutbox
+                from worker.runtime import WorkerRuntime
+
+                outbox = LocalOutbox(self.store.client, self.relay.deliver)
+                self._runtime = WorkerRuntime(self.settings, self.store.client, outbox=outbox)
+            return self._runtime

@@ -80,12 +80,13 @@ class Relay:
         self.redis_url = redis_url
         self.max_stream_bytes = max_stream_bytes
         self._streams: dict[str, Stream] = {}
+        self._local: dict[str, Stream] = {}
         self._lock = threading.Lock()  # guards _streams and writes to the connection
         self._conn = None
         self._thread: threading.Thread | None = None
 
     def open_streams(self) -> int:
-        return len(self._streams)
+        return len(self._streams) + len(self._local)
 
     def subscribe(self, channel: str, ordered: bool = True) -> Stream:
         stream = Stream(channel, self.max_stream_bytes, ordered)
@@ -104,8 +105,25 @@ class Relay:
             raise RelayError("Redis did not confirm the subscription in time")
         return stream
 
+    def open_local(self, channel: str) -> Stream:
+        """A stream fed from inside this process (regular mode): no Redis subscription."""
+        stream = Stream(channel, self.max_stream_bytes)
+        stream.local = True
+        with self._lock:
+            self._local[channel] = stream
+        return stream
+
+    def deliver(self, channel: str, message: str) -> None:
+        """Hand a message to this process's stream of `channel`, if there is one."""
+        stream = self._local.get(channel)
+        if stream is not None and not stream.put(message):
+            self.unsubscribe(stream)
+
     def unsubscribe(self, stream: Stream) -> None:
         with self._lock:
+            if getattr(stream, "local", False):
+                self._local.pop(stream.channel, None)
+                return
             if self._streams.get(stream.channel) is not stream:
                 return
             del self._streams[stream.channel]

@@ -107,3 +107,45 @@ class Outbox:
         seq = self._seq.get(channel, 0)
         self._seq[channel] = seq + 1
         return json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)
+
+
+class LocalOutbox:
+    """The outbox of regular mode, where the api runs executions itself: execution events go
+    straight to this process's streams; editor push events still go through Redis, since the
+    editor's SSE connection may be held by another api process."""
+
+    def __init__(self, client: redis.Redis, deliver):
+        self.client = client
+        self._deliver = deliver  # (channel, message) -> None
+        self._seq: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
+        line = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n"
+        self._send(channel, {"lines": line})
+
+    def response(self, channel: str, response: dict[str, Any]) -> None:
+        self._send(channel, {"response": response})
+
+    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
+        self._send(channel, {"done": result})
+        with self._lock:
+            self._seq.pop(channel, None)
+        flushed = threading.Event()
+        flushed.set()
+        return flushed
+
+    def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
+        body = {"push": {"type": event_type, "data": data}}
+        with contextlib.suppress(redis.RedisError):
+            self.client.publish(
+                channel, json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+            )
+
+    def _send(self, channel: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            seq = self._seq.get(channel, 0)
+            self._seq[channel] = seq + 1
+        self._deliver(
+            channel, json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)
+        )

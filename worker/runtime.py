@@ -35,14 +35,14 @@ REAP_EVERY_SECONDS = 5.0
 
 
 class WorkerRuntime:
-    def __init__(self, settings: Settings, client: redis.Redis | None = None):
+    def __init__(self, settings: Settings, client: redis.Redis | None = None, outbox=None):
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.client = client or redis.Redis.from_url(
             settings.redis_url, decode_responses=True, health_check_interval=30
         )
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
-        self.outbox = Outbox(self.client)
+        self.outbox = outbox or Outbox(self.client)
         self.services = Services(
             redis=self.client,
             credentials=_credentials(),
