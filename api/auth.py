@@ -57,6 +57,8 @@ def _expected(rt, node) -> tuple[str, str]:
         raise ApiError(500, NO_CREDENTIAL) from None
     user, password = credential.get("user"), credential.get("password")
     if not isinstance(user, str) or not isinstance(password, str) or not user or not password:
-        log.error("chat trigger %r: its httpBasicAuth credential has no user or password", node.name)
+        log.error(
+            "chat trigger %r: its httpBasicAuth credential has no user or password", node.name
+        )
         raise ApiError(500, NO_CREDENTIAL)
     return user, password

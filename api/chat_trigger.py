@@ -1,5 +1,9 @@
-"""The Chat Trigger's webhook handler, run in the api: validate the chat message, answer
-loadPreviousSession from memory without running anything, and start an execution for the rest.
+"""The Chat Trigger's webhook handler, run in the api, in n8n's order: public? -> origin (CORS)
+-> authentication -> the hosted page (GET) or the message (POST): validate it, answer
+`loadPreviousSession` from memory without running anything, and start an execution for the rest.
+
+Every answer, errors included, carries the CORS headers of an allowed origin, so an embedded
+widget can read it. A request refused here changes nothing: no execution, no memory write.
 """
 
 from __future__ import annotations
@@ -9,53 +13,105 @@ import uuid
 from typing import Any
 
 from flask import Request, Response, jsonify
+from werkzeug.exceptions import HTTPException
 
+from api import cors
+from api.auth import check_webhook_auth
+from api.chat_files import multipart_item
+from api.chat_page import page_response
 from api.errors import ApiError
 from engine.context import merged_parameters
 from engine.expressions import ExpressionData, resolve
 from engine.nodes.chat_trigger import ChatTrigger
 from engine.workflow import Node, Workflow
+from memory.redis import RedisMemory
+from mini_n8n.credentials import CredentialError
 
 MAX_SESSION_ID = 256
-CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 ACTIONS = ("sendMessage", "loadPreviousSession")
+REDIS_MEMORY = "@n8n/n8n-nodes-langchain.memoryRedisChat"
 
 
 def chat_options(node: Node) -> dict[str, Any]:
-    return merged_parameters(node, ChatTrigger.defaults)
+    params = merged_parameters(node, ChatTrigger.defaults)
+    if not isinstance(params.get("options"), dict):  # `"options": null` in a hand-written export
+        params["options"] = dict(ChatTrigger.defaults["options"])
+    return params
+
+
+def _not_registered(request: Request) -> ApiError:
+    # The same answer as an unknown path: a private chat does not reveal that it exists.
+    method = "GET" if request.method == "HEAD" else request.method
+    path = str((request.view_args or {}).get("path", "")).strip("/")
+    return ApiError(404, f'The requested webhook "{method} {path}" is not registered.')
+
+
+def chat_preflight(node: Node, request: Request, methods: list[str]) -> Response:
+    params = chat_options(node)
+    if not params.get("public"):
+        raise _not_registered(request)
+    return cors.preflight(params["options"].get("allowedOrigins"), request, methods)
 
 
 def handle_chat(rt, raw: dict, workflow: Workflow, node: Node, request: Request, start) -> Response:
-    """`start(items, response_mode, session_id)` launches the execution and answers."""
+    """`start(items, response_mode, session_id, headers)` launches the execution and answers."""
     params = chat_options(node)
     if not params.get("public"):
-        raise ApiError(404, "This chat is not public")
-    body = chat_body(request)
+        raise _not_registered(request)
+    cors_headers = cors.cors_headers(params["options"].get("allowedOrigins"), request)
+    try:
+        response = _answer(rt, workflow, node, params, request, start)
+    except ApiError as err:
+        err.headers = {**cors_headers, **err.headers}
+        raise
+    except HTTPException as err:  # e.g. 413 from the body limit while reading
+        raise ApiError(err.code or 500, err.description or err.name, headers=cors_headers) from None
+    for name, value in cors_headers.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _answer(rt, workflow, node, params, request: Request, start) -> Response:
+    check_webhook_auth(rt, node, params.get("authentication", "none"), request)
+    if request.method in ("GET", "HEAD"):
+        if params.get("mode", "hostedChat") != "hostedChat":
+            raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
+        return page_response(workflow, params)
+    item = chat_item(request, rt.settings, params["options"])
+    body = item["json"]
     headers: dict[str, str] = {}
-    session_id = body.get("sessionId")
-    if session_id is None:
+    if body.get("sessionId") is None:
         # Never fall back to a shared default session: a fresh one, returned to the client.
-        session_id = body["sessionId"] = str(uuid.uuid4())
-        headers["X-Session-Id"] = session_id
-    action = body.get("action", "sendMessage")
-    if action == "loadPreviousSession":
+        body["sessionId"] = headers["X-Session-Id"] = str(uuid.uuid4())
+    if body.get("action", "sendMessage") == "loadPreviousSession":
         return previous_session(rt, workflow, node, params, body, headers)
-    response_mode = params["options"].get("responseMode", "lastNode")
+    response_mode = params["options"].get("responseMode") or "lastNode"
     if response_mode == "responseNodes":
         response_mode = "responseNode"
-    return start([{"json": body}], response_mode, session_id, headers)
+    return start([item], response_mode, body["sessionId"], headers)
 
 
-def chat_body(request: Request) -> dict[str, Any]:
-    body = request.get_json(silent=True)
+def chat_item(request: Request, settings, options: dict[str, Any]) -> dict[str, Any]:
+    """The trigger's output item: the JSON body, or the form fields plus files."""
+    if request.mimetype == "multipart/form-data":
+        item = multipart_item(request, settings, options.get("allowedFilesMimeTypes"))
+    else:
+        item = {"json": json_body(request)}
+    validate_chat_body(item["json"])
+    return item
+
+
+def json_body(request: Request) -> dict[str, Any]:
+    # Any content type but multipart is read as JSON: some clients send text/plain to skip the
+    # CORS preflight, and the origin is checked either way.
+    if not request.get_data(cache=True):
+        raise ApiError(400, "The request body must be a JSON object")
+    body = request.get_json(force=True, silent=True)
     if body is None:
-        if request.content_type and request.content_type.startswith("multipart/form-data"):
-            body = request.form.to_dict()
-        else:
-            raise ApiError(400, "The request body must be a JSON object")
+        raise ApiError(400, "The request body is not valid JSON")
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object")
-    validate_chat_body(body)
     return body
 
 
@@ -73,11 +129,7 @@ def validate_chat_body(body: dict[str, Any]) -> None:
             raise ApiError(400, '"sessionId" must not contain control characters')
     if action == "sendMessage" and not isinstance(body.get("chatInput"), str):
         raise ApiError(400, '"chatInput" must be a string')
-    if (
-        "metadata" in body
-        and body["metadata"] is not None
-        and not isinstance(body["metadata"], dict)
-    ):
+    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
         raise ApiError(400, '"metadata" must be an object')
 
 
@@ -98,10 +150,16 @@ def previous_session(rt, workflow, node, params, body, headers) -> Response:
 
 
 def memory_backend(rt, memory_node: Node):
-    if memory_node.type == "@n8n/n8n-nodes-langchain.memoryRedisChat":
+    if memory_node.type != REDIS_MEMORY:
+        # Simple Memory lives inside the workers; the api process cannot read it.
+        return None
+    ref = (memory_node.credentials or {}).get("redis")
+    if not ref:
         return rt.memory
-    # Simple Memory lives inside the workers; the api process cannot read it.
-    return None
+    try:
+        return RedisMemory(rt.redis_for_credential(ref), rt.keys)
+    except CredentialError as err:  # names the credential, never a secret
+        raise ApiError(500, f"{memory_node.name}: {err}") from None
 
 
 def memory_session_key(memory_node: Node, body: dict[str, Any]) -> str:

@@ -136,8 +136,14 @@ class Relay:
     # --- the connection and its reader (call with _lock held) ------------------------------
     def _connection(self):
         if self._conn is None:
+            # A subscriber waits for messages indefinitely: no read timeout (redis-py 8 has a
+            # 5 s default), TCP keepalive to notice a dead peer.
             pool = redis.ConnectionPool.from_url(
-                self.redis_url, protocol=2, client_name="mini-n8n-relay"
+                self.redis_url,
+                protocol=2,
+                client_name="mini-n8n-relay",
+                socket_timeout=None,
+                socket_keepalive=True,
             )
             self._conn = pool.make_connection()
             self._conn.connect()

@@ -28,6 +28,8 @@ log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 KEEPALIVE = '{"type":"keepalive"}\n'
+# How long to wait for an execution's last events once its record says it ended.
+FINAL_GRACE_SECONDS = 2.0
 
 
 class Outcome:
@@ -47,9 +49,9 @@ class Outcome:
             while True:
                 event = stream.get(timeout=self.settings.keepalive_seconds)
                 if event is None:
-                    lost = self._check()
-                    if lost is not None:
-                        yield lost
+                    ended = self._check()
+                    if ended is not None:
+                        yield from self._await_done(stream, ended)
                         return
                     yield None
                 elif "relayError" in event:
@@ -61,6 +63,19 @@ class Outcome:
                         return
         finally:
             self.relay.unsubscribe(stream)
+
+    def _await_done(self, stream, ended: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The record says the execution ended. A worker writes the record just before it
+        publishes the last events, so those are normally a few milliseconds behind: wait for
+        them briefly, and fall back to what the record says."""
+        if ended["done"].get("status") != Status.CRASHED:
+            while (event := stream.get(timeout=FINAL_GRACE_SECONDS)) is not None:
+                if "relayError" in event:
+                    break
+                yield event
+                if "done" in event:
+                    return
+        yield ended
 
     def _check(self) -> dict[str, Any] | None:
         record = self.store.mark_crashed_if_lost(
@@ -111,38 +126,32 @@ def streaming_response(
 
 
 def _ndjson(outcome: Outcome, stop_on_disconnect: bool = False) -> Iterator[str]:
-    saw_error = False
-    ended = False  # the execution's end reached us: nothing left to stop
+    saw_error = saw_items = finished = False
     events = outcome.events()
     try:
         for event in events:
             if event is None:
                 yield KEEPALIVE
-            elif "lines" in event:
+                continue
+            if "lines" in event:
                 saw_error = saw_error or '"type":"error"' in event["lines"]
+                saw_items = saw_items or '"type":"item"' in event["lines"]
                 yield event["lines"]
-            elif "done" in event:
-                ended = True
-                yield from _closing_lines(event["done"], saw_error, outcome.launch.execution_id)
+            if "done" in event:
+                yield from _closing_lines(
+                    event["done"], saw_error, saw_items, outcome.launch.execution_id
+                )
     finally:
         events.close()  # the client may be gone: unsubscribe now, not when collected
-        if stop_on_disconnect and not ended:
-            # Closed before the end: the client went away (a failed write closed us).
-            _stop_abandoned(outcome)
 
 
-def _stop_abandoned(outcome: Outcome) -> None:
-    execution_id = outcome.launch.execution_id
-    try:
-        outcome.store.request_stop(execution_id)
-    except Exception as err:  # the response is over either way; the run times out at worst
-        log.warning("could not stop execution %s after its client left: %s", execution_id, err)
-        return
-    log.info("execution %s: streaming client disconnected, stop requested", execution_id)
-
-
-def _closing_lines(done: dict[str, Any], saw_error: bool, execution_id: str) -> Iterator[str]:
+def _closing_lines(
+    done: dict[str, Any], saw_error: bool, saw_items: bool, execution_id: str
+) -> Iterator[str]:
     status = done.get("status")
+    if status == Status.SUCCESS and done.get("fromRecord") and saw_items:
+        # Part of the answer went out but its end was lost: say so rather than repeat it.
+        status, done = Status.ERROR, {"error": "The end of this answer was lost on its way."}
     if status == Status.SUCCESS:
         if not done.get("streamed"):
             # Nothing streamed (no Agent, or streaming off): the output as one begin/item/end.

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from api.chat_trigger import handle_chat
+from api.chat_trigger import chat_preflight, handle_chat
 from api.errors import ApiError
 from api.responses import (
     Outcome,
@@ -35,9 +35,7 @@ def webhook(path: str) -> Response:
     method = "GET" if request.method in ("HEAD",) else request.method
     workflow_id, allowed = rt.workflows.lookup(method, path)
     if request.method == "OPTIONS":
-        if not allowed:
-            raise ApiError(404, f'The requested webhook "OPTIONS {path}" is not registered.')
-        return Response(status=204, headers={"Allow": ", ".join(["OPTIONS", *allowed])})
+        return _options(rt, path, allowed)
     if workflow_id is None:
         if allowed:
             raise ApiError(
@@ -56,6 +54,20 @@ def webhook(path: str) -> Response:
         return handle_chat(rt, raw, workflow, node, request, start)
     params = merged_parameters(node, Webhook.defaults)
     return start([{"json": webhook_item(path)}], params["responseMode"])
+
+
+def _options(rt, path: str, allowed: list[str]) -> Response:
+    """A CORS preflight or a plain OPTIONS; a Chat Trigger answers by its allowedOrigins."""
+    if not allowed:
+        raise ApiError(404, f'The requested webhook "OPTIONS {path}" is not registered.')
+    wanted = request.headers.get("Access-Control-Request-Method", "").upper()
+    method = wanted if wanted in allowed else allowed[0]
+    workflow_id, _ = rt.workflows.lookup(method, path)
+    _, workflow = rt.workflows.load(workflow_id)
+    node = _trigger_for(workflow, method, path)
+    if node.type == ChatTrigger.type:
+        return chat_preflight(node, request, allowed)
+    return Response(status=204, headers={"Allow": ", ".join(["OPTIONS", *allowed])})
 
 
 def _trigger_for(workflow, method: str, path: str):

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import redis
+
+log = logging.getLogger("mini_n8n.outbox")
 
 
 class Outbox:
@@ -75,10 +78,16 @@ class Outbox:
                 pipe.publish(channel, message)
             if events and isinstance(events[-1], dict) and "done" in events[-1]:
                 finished.append(channel)
-        # On failure, subscribers notice the silence (keepalive checks) and the record tells
-        # the truth about the execution.
-        with contextlib.suppress(redis.RedisError):
-            pipe.execute()
+        for attempt in (1, 2):
+            try:
+                pipe.execute()
+                break
+            except redis.RedisError as err:
+                # Subscribers notice a gap (sequence numbers) or the silence (keepalive checks),
+                # and the execution record tells the truth about the execution.
+                log.warning(
+                    "publishing %d channel(s) failed (attempt %d): %s", len(batch), attempt, err
+                )
         with self._lock:
             for channel in finished:
                 self._seq.pop(channel, None)

@@ -31,16 +31,19 @@ from worker.redis_credentials import RedisConnections
 log = logging.getLogger("mini_n8n.worker")
 
 MAX_RUN_DATA_BYTES = 512 * 1024  # run data beyond this keeps node metadata only
+# HTTP client loggers that print full request URLs (httpx/httpx2, the openai SDK's transport, at
+# INFO; openai at DEBUG): a model's base URL may hold user:password@ or a key in its query, so
+# they speak only of real trouble.
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
 REAP_EVERY_SECONDS = 5.0
+REDIS_POOL_SIZE = 64
 
 
 class WorkerRuntime:
     def __init__(self, settings: Settings, client: redis.Redis | None = None, outbox=None):
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        self.client = client or redis.Redis.from_url(
-            settings.redis_url, decode_responses=True, health_check_interval=30
-        )
+        self.client = client or redis.Redis(connection_pool=_pool(settings))
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
         self.outbox = outbox or Outbox(self.client)
         self.services = Services(
@@ -55,6 +58,8 @@ class WorkerRuntime:
         self.services.redis_for_credential = RedisConnections(
             self.services.credentials, self.client
         )
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
         self._running: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -180,7 +185,14 @@ class WorkerRuntime:
     def _listen_for_stops(self) -> None:
         """Stop requests are broadcast; the worker running the execution acts on it."""
         while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            # Its own connection without a read timeout: it waits for stops indefinitely.
+            listener = redis.Redis.from_url(
+                self.settings.redis_url,
+                decode_responses=True,
+                socket_timeout=None,
+                socket_keepalive=True,
+            )
+            pubsub = listener.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(self.keys.stop_channel())
                 for message in pubsub.listen():
@@ -191,6 +203,7 @@ class WorkerRuntime:
                 time.sleep(1.0)
             finally:
                 pubsub.close()
+                listener.close()
 
     def _renew_leases(self) -> None:
         lease_ms = int(self.settings.lease_seconds * 1000)
@@ -206,6 +219,19 @@ class WorkerRuntime:
                     self.store.reap_lost(self.settings.queue_timeout_seconds)
             except redis.RedisError as err:
                 log.warning("could not renew execution leases: %s", err)
+
+
+def _pool(settings: Settings) -> redis.BlockingConnectionPool:
+    # Executions take a connection only for a command or two at a time; when all are busy,
+    # a greenlet waits for one instead of failing, and the worker's connection count is capped.
+    return redis.BlockingConnectionPool.from_url(
+        settings.redis_url,
+        max_connections=REDIS_POOL_SIZE,
+        timeout=30,
+        decode_responses=True,
+        health_check_interval=30,
+        client_name="mini-n8n-worker",
+    )
 
 
 def _bounded_run_data(run_data: dict[str, Any]) -> dict[str, Any]:

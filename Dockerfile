@@ -1,0 +1,34 @@
+# mini-n8n: one image for the api and the workers (`command: api` / `command: worker`).
+#
+# The base is a build argument so the same file builds from the official slim image (users) and
+# from a locally made Debian image (tests on machines without a registry: tests/compose).
+# PIP_ARGS lets such a build install from wheels placed in ./wheels instead of PyPI, e.g.
+#   --build-arg PIP_ARGS="--no-index --find-links /src/wheels"
+ARG BASE_IMAGE=python:3.12-slim
+FROM ${BASE_IMAGE}
+
+ARG PIP_ARGS=""
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PORT=5678 \
+    MINI_N8N_WORKFLOWS_DIR=/app/workflows
+
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin mini
+
+COPY . /src
+RUN python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check $PIP_ARGS /src \
+    && mkdir -p /app/workflows \
+    && cp /src/examples/workflows/*.json /app/workflows/ \
+    && rm -rf /src
+
+USER mini
+WORKDIR /app
+EXPOSE 5678
+# /healthz answers while the process is alive; slim images have no curl, so Python asks.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('PORT', '5678'), timeout=2)"]
+ENTRYPOINT ["mini-n8n"]
+CMD ["api"]

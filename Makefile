@@ -1,0 +1,46 @@
+# Everyday commands. The virtual environment is made on first use; stamp files remember what was
+# installed into it so `make up` does not reinstall every time (delete .venv to start over).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: up test lint format bench clean
+
+up: $(STAMP_RUN)
+	$(BIN)/mini-n8n up
+
+test: $(STAMP_TEST)
+	scripts/ensure-chromium
+	$(BIN)/pytest -q
+
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP_TEST)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Benchmarks are not tests: each bench/*.py script prints its own figures.
+bench: $(STAMP_TEST)
+	@for script in bench/[!_]*.py; do \
+		[ -e "$$script" ] || { echo "no benchmarks in bench/"; break; }; \
+		echo "== $$script"; $(BIN)/python "$$script" || exit 1; \
+	done
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@ $(STAMP_RUN)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

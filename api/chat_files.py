@@ -1,0 +1,116 @@
+"""A chat message sent as multipart/form-data (the widget does this when files are attached),
+turned into the item n8n's Chat Trigger outputs:
+
+    {"json": {<form fields>, "files": [{fileName, fileSize, fileType, mimeType, fileExtension,
+                                        binaryKey}]},
+     "binary": {"data0": {data (base64), mimeType, fileName, fileExtension, fileSize, fileType}}}
+
+`metadata` arrives as a JSON string; it is parsed, so `$json.metadata` reads the same as for a JSON
+request. Limits: MINI_N8N_CHAT_FILE_MAX_BYTES per file (5 MiB) and MINI_N8N_CHAT_FILES_MAX_BYTES
+for all files of one message (10 MiB) -> 413; the whole body stays under MINI_N8N_MAX_BODY_BYTES.
+A file whose type `allowedFilesMimeTypes` does not list -> 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from pathlib import PurePath
+from typing import Any
+
+from flask import Request
+from werkzeug.datastructures import FileStorage
+
+from api.errors import ApiError
+
+FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
+    ("application/json", "json"),
+    ("text/html", "html"),
+    ("image/", "image"),
+    ("audio/", "audio"),
+    ("video/", "video"),
+    ("text/", "text"),
+    ("application/javascript", "text"),
+    ("application/pdf", "pdf"),
+)
+
+
+def multipart_item(request: Request, settings, allowed_types: object) -> dict[str, Any]:
+    fields: dict[str, Any] = request.form.to_dict()
+    if "metadata" in fields:
+        fields["metadata"] = _metadata(fields["metadata"])
+    item: dict[str, Any] = {"json": fields}
+    parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
+    if not parts:
+        return item
+    patterns = _patterns(allowed_types)
+    total = 0
+    fields["files"], item["binary"] = [], {}
+    for index, part in enumerate(parts):
+        data = part.stream.read(settings.chat_file_max_bytes + 1)
+        if len(data) > settings.chat_file_max_bytes:
+            raise ApiError(413, f"A file may be at most {settings.chat_file_max_bytes} bytes")
+        total += len(data)
+        if total > settings.chat_files_max_bytes:
+            raise ApiError(413, f"The files may be at most {settings.chat_files_max_bytes} bytes")
+        binary = _binary(part, data)
+        if not _allowed(binary["mimeType"], binary["fileName"], patterns):
+            raise ApiError(400, f"Files of type {binary['mimeType']} are not allowed")
+        key = f"data{index}"
+        item["binary"][key] = binary
+        info = {k: v for k, v in binary.items() if k != "data"}
+        fields["files"].append({**info, "binaryKey": key})
+    return item
+
+
+def _metadata(text: str) -> Any:
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        raise ApiError(400, '"metadata" must be a JSON object') from None
+    if value is not None and not isinstance(value, dict):
+        raise ApiError(400, '"metadata" must be a JSON object')
+    return value
+
+
+def _binary(part: FileStorage, data: bytes) -> dict[str, Any]:
+    name = PurePath(part.filename or "file").name or "file"
+    mime = part.mimetype or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    binary = {
+        "data": base64.b64encode(data).decode("ascii"),
+        "mimeType": mime,
+        "fileName": name,
+        "fileExtension": PurePath(name).suffix.lstrip(".").lower(),
+        "fileSize": pretty_bytes(len(data)),
+    }
+    file_type = next((t for prefix, t in FILE_TYPES if mime.startswith(prefix)), None)
+    if file_type:
+        binary["fileType"] = file_type
+    return binary
+
+
+def pretty_bytes(size: int) -> str:
+    """n8n shows sizes with the pretty-bytes package: three significant digits, powers of 1000."""
+    units = ["B", "kB", "MB", "GB"]
+    value, unit = float(size), 0
+    while value >= 1000 and unit < len(units) - 1:
+        value, unit = value / 1000, unit + 1
+    return f"{float(f'{value:.3g}'):g} {units[unit]}"
+
+
+def _patterns(setting: object) -> list[str]:
+    text = setting if isinstance(setting, str) and setting.strip() else "*"
+    return [p.strip().lower() for p in text.split(",") if p.strip()]
+
+
+def _allowed(mime: str, name: str, patterns: list[str]) -> bool:
+    mime, name = mime.lower(), name.lower()
+    for pattern in patterns:
+        if pattern in ("*", "*/*") or pattern == mime:
+            return True
+        if pattern.endswith("/*") and mime.startswith(pattern[:-1]):
+            return True
+        if pattern.startswith(".") and name.endswith(pattern):
+            return True
+    return False

@@ -1,0 +1,263 @@
+// The hosted chat page of a Chat Trigger. It speaks the same protocol as n8n's @n8n/chat widget:
+// POST {action, sessionId, chatInput} (multipart when files are attached) to this page's URL,
+// and reads either NDJSON chunks (streaming) or a JSON object with `output`.
+// Every string from the workflow or the conversation is put into the page as text, never as HTML.
+(() => {
+  'use strict';
+
+  const config = JSON.parse(document.getElementById('chat-config').textContent);
+  const $ = (id) => document.getElementById(id);
+  const list = $('chat-messages');
+  const form = $('chat-form');
+  const input = $('chat-input');
+  const send = $('chat-send');
+  const files = $('chat-files');
+  const chosen = $('chat-chosen');
+  const url = window.location.pathname;
+  const storageKey = `mini-n8n-chat/${config.workflowId}/sessionId`;
+  let sessionId = storedSession() || remember(newSessionId());
+
+  // --- session --------------------------------------------------------------------------------
+  function newSessionId() {
+    // A UUID v4 from getRandomValues: crypto.randomUUID needs a secure context (https).
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  }
+
+  function storedSession() {
+    try {
+      return localStorage.getItem(storageKey);
+    } catch {
+      return null; // storage disabled: the session lasts as long as the page
+    }
+  }
+
+  function remember(id) {
+    try {
+      localStorage.setItem(storageKey, id);
+    } catch {
+      // storage disabled
+    }
+    return id;
+  }
+
+  // --- bubbles --------------------------------------------------------------------------------
+  function bubble(role, text, state = 'done') {
+    const li = document.createElement('li');
+    li.className = `message ${role}`;
+    li.dataset.state = state;
+    const body = document.createElement('div');
+    body.className = 'text';
+    body.textContent = text;
+    li.append(body);
+    list.append(li);
+    li.scrollIntoView({ block: 'end' });
+    return li;
+  }
+
+  function showError(li, message) {
+    const line = document.createElement('div');
+    line.className = 'error';
+    line.textContent = `Error: ${message || 'Unknown error'}`;
+    li.append(line);
+    li.dataset.state = 'error';
+  }
+
+  function startOver() {
+    list.replaceChildren();
+    for (const message of config.initialMessages) bubble('bot', message);
+  }
+
+  // --- talking to the trigger -----------------------------------------------------------------
+  function post(fields, attached = []) {
+    const body = { ...fields, sessionId };
+    if (!attached.length) {
+      return fetch(url, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/x-ndjson, application/json' },
+        body: JSON.stringify(body),
+      });
+    }
+    const parts = new FormData(); // the widget's multipart shape: fields, then `files` parts
+    for (const [key, value] of Object.entries(body)) parts.append(key, value);
+    for (const file of attached) parts.append('files', file);
+    return fetch(url, { method: 'POST', body: parts });
+  }
+
+  async function errorText(response) {
+    const text = await response.text();
+    try {
+      const body = JSON.parse(text);
+      return [body.message, body.error].filter(Boolean).join(': ') || text;
+    } catch {
+      return text || `HTTP ${response.status}`;
+    }
+  }
+
+  function outputText(body) {
+    if (typeof body === 'string') return body;
+    if (body && typeof body === 'object') {
+      let found = body.output ?? body.text ?? body.message;
+      if (found && typeof found === 'object' && found.type === 'text') found = found.text;
+      if (typeof found === 'string') return found;
+    }
+    return JSON.stringify(body, null, 2);
+  }
+
+  async function readLines(stream, onLine) {
+    const reader = stream.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value, { stream: !done });
+      const lines = buffer.split('\n');
+      buffer = done ? '' : lines.pop();
+      for (const line of lines) if (line.trim()) onLine(line);
+      if (done) return;
+    }
+  }
+
+  function parseChunk(line) {
+    try {
+      const chunk = JSON.parse(line);
+      if (chunk && typeof chunk === 'object') return chunk;
+    } catch {
+      // not JSON: shown as text, like the widget does
+    }
+    return { type: 'item', content: line };
+  }
+
+  async function showAnswer(response, li) {
+    const text = li.querySelector('.text');
+    if (!response.ok) return showError(li, await errorText(response));
+    if (!(response.headers.get('Content-Type') || '').includes('ndjson')) {
+      const raw = await response.text(); // JSON from lastNode; anything from a Respond node
+      let body = raw;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        // plain text: shown as it is
+      }
+      text.textContent = outputText(body);
+      li.dataset.state = 'done';
+      return;
+    }
+    let shown = false;
+    await readLines(response.body, (line) => {
+      const chunk = parseChunk(line);
+      if (chunk.type === 'item' && chunk.content != null) {
+        const content = chunk.content;
+        text.append(typeof content === 'string' ? content : JSON.stringify(content));
+        li.dataset.state = 'streaming';
+        shown = true;
+      } else if (chunk.type === 'error') {
+        showError(li, chunk.content);
+        shown = true;
+      }
+      // begin, end, keepalive and anything else: nothing to show
+    });
+    if (!shown) showError(li, 'No response received');
+    if (li.dataset.state !== 'error') li.dataset.state = 'done';
+  }
+
+  async function sendMessage(message, attached) {
+    const mine = bubble('user', message);
+    if (attached.length) {
+      const names = document.createElement('div');
+      names.className = 'files';
+      names.textContent = attached.map((f) => f.name).join(', ');
+      mine.append(names);
+    }
+    const li = bubble('bot', '', 'pending');
+    try {
+      await showAnswer(await post({ action: 'sendMessage', chatInput: message }, attached), li);
+    } catch (err) {
+      showError(li, `Failed to receive response (${err.message})`);
+    }
+    li.scrollIntoView({ block: 'end' });
+  }
+
+  async function restore() {
+    if (!config.loadPreviousSession) return;
+    try {
+      const response = await post({ action: 'loadPreviousSession' });
+      if (!response.ok) return showError(bubble('bot', ''), await errorText(response));
+      const { data } = await response.json();
+      for (const message of data || []) {
+        const kind = (message.id || []).at(-1);
+        const content = message.kwargs && message.kwargs.content;
+        if (typeof content !== 'string' || !content) continue; // tool calls and the like
+        if (kind === 'HumanMessage') bubble('user', content);
+        else if (kind === 'AIMessage') bubble('bot', content);
+      }
+    } catch (err) {
+      showError(bubble('bot', ''), `Could not load the conversation (${err.message})`);
+    }
+  }
+
+  // --- wiring ---------------------------------------------------------------------------------
+  async function busy(work) {
+    send.disabled = true;
+    list.setAttribute('aria-busy', 'true');
+    try {
+      await work();
+    } finally {
+      send.disabled = false;
+      list.setAttribute('aria-busy', 'false');
+    }
+  }
+
+  function showChosen() {
+    const names = Array.from(files.files, (f) => f.name);
+    chosen.textContent = names.join(', ');
+    chosen.hidden = !names.length;
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const message = input.value.trim();
+    const attached = Array.from(files.files);
+    if ((!message && !attached.length) || send.disabled) return;
+    input.value = '';
+    files.value = '';
+    showChosen();
+    busy(() => sendMessage(message, attached));
+  });
+
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  $('chat-new').addEventListener('click', () => {
+    if (send.disabled) return;
+    sessionId = remember(newSessionId());
+    startOver();
+    input.focus();
+  });
+
+  files.addEventListener('change', showChosen);
+
+  document.title = config.title || 'Chat';
+  $('chat-title').textContent = config.title;
+  $('chat-subtitle').textContent = config.subtitle;
+  $('chat-new').textContent = config.newConversation;
+  input.placeholder = config.inputPlaceholder;
+  if (config.allowFileUploads) {
+    $('chat-attach').hidden = false;
+    if (config.allowedFilesMimeTypes && config.allowedFilesMimeTypes !== '*') {
+      files.accept = config.allowedFilesMimeTypes;
+    }
+  }
+  startOver();
+  busy(restore).then(() => {
+    document.body.dataset.ready = 'true';
+    input.focus();
+  });
+})();

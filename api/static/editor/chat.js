@@ -1,0 +1,135 @@
+// The "Open chat" panel: each message is a manual run of the workflow; the answer streams in
+// as chatChunk push events of that run. The run's id comes back in the POST's response, but its
+// events may come first: the execution store keeps them until `track` (see executions.js).
+
+import { el, randomId } from "./util.js";
+
+const WAITING = "…";
+
+export class ChatPanel {
+  constructor(root, { api, push, pushRef, executions, onStarted }) {
+    this.root = root;
+    this.api = api;
+    this.push = push;
+    this.pushRef = pushRef;
+    this.executions = executions;
+    this.onStarted = onStarted;
+    this.list = root.querySelector("#chat-messages");
+    this.input = root.querySelector("#chat-input");
+    this.sessionLabel = root.querySelector("#chat-session");
+    this.workflowId = null;
+    root.querySelector("#chat-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = this.input.value.trim();
+      if (!text || !this.workflowId) return;
+      this.input.value = "";
+      this.send(text);
+    });
+    root.querySelector("#chat-new-session").addEventListener("click", () => this.newSession());
+    root.querySelector("#chat-close").addEventListener("click", () => this.close());
+  }
+
+  forWorkflow(workflowId) {
+    this.workflowId = workflowId;
+    this.newSession();
+  }
+
+  newSession() {
+    this.sessionId = `editor-${randomId(8)}`;
+    this.sessionLabel.textContent = this.sessionId;
+    this.list.replaceChildren();
+  }
+
+  open() {
+    this.root.hidden = false;
+    this.input.focus();
+  }
+
+  close() {
+    this.root.hidden = true;
+  }
+
+  async send(text) {
+    this.list.append(el("li", { class: "message user" }, el("span", { class: "text", text })));
+    const bubble = this.botBubble();
+    const workflowId = this.workflowId;
+    this.executions.launching += 1;
+    this.executions.changed(null);
+    let executionId;
+    try {
+      await this.push.ready();
+      const body = { sessionId: this.sessionId, chatInput: text, pushRef: this.pushRef };
+      ({ executionId } = await this.api.chat(workflowId, body));
+    } catch (err) {
+      this.executions.launching -= 1;
+      this.executions.changed(null);
+      this.fail(bubble, err.message);
+      return;
+    }
+    bubble.li.dataset.executionId = executionId;
+    this.executions.launching -= 1;
+    const listener = (type, data, exec) => this.onEvent(bubble, type, data, exec);
+    this.executions.track(executionId, { workflowId, mine: true, listener });
+    this.onStarted(executionId, workflowId);
+  }
+
+  botBubble() {
+    const text = el("span", { class: "text", text: WAITING });
+    const li = el("li", { class: "message bot", "data-state": "waiting" }, text);
+    this.list.append(li);
+    this.list.scrollTop = this.list.scrollHeight;
+    return { li, text, received: "", ended: false };
+  }
+
+  onEvent(bubble, type, data, exec) {
+    if (type === "chatChunk") this.onChunk(bubble, data.chunk || {});
+    else if (type === "executionFinished") this.onFinished(bubble, data, exec);
+  }
+
+  onChunk(bubble, chunk) {
+    if (chunk.type === "item" && chunk.content) {
+      bubble.received += chunk.content;
+      bubble.text.textContent = bubble.received;
+      bubble.li.dataset.state = "streaming";
+      this.list.scrollTop = this.list.scrollHeight;
+    } else if (chunk.type === "error") {
+      bubble.error = chunk.content || "The execution failed";
+    } else if (chunk.type === "end") {
+      bubble.ended = true;
+    }
+  }
+
+  async onFinished(bubble, data, exec) {
+    if (data.status === "success") {
+      if (!bubble.received || (data.fromRecord && !bubble.ended)) {
+        // Nothing streamed (no Agent, or the stream was missed): show the final output.
+        const output = await this.finalOutput(exec).catch(() => "");
+        bubble.text.textContent = output || bubble.received || "(no output)";
+      }
+      bubble.li.dataset.state = "done";
+      return;
+    }
+    if (data.status === "canceled") {
+      this.fail(bubble, "The execution was stopped.", bubble.received);
+      return;
+    }
+    this.fail(bubble, bubble.error || data.error || `The execution ${data.status}.`);
+  }
+
+  fail(bubble, message, partial = "") {
+    bubble.text.textContent = partial ? `${partial} — ${message}` : message;
+    bubble.li.dataset.state = "error";
+  }
+
+  async finalOutput(exec) {
+    const record = await this.executions.record(exec, this.api);
+    const runs = (record.runData || {})[record.lastNodeExecuted] || [];
+    const last = runs[runs.length - 1];
+    const json = last && last.data && last.data.main && last.data.main[0] && last.data.main[0][0];
+    if (!json) return "";
+    const value = json.json || {};
+    if (typeof value.output === "string") return value.output;
+    if (typeof value.text === "string") return value.text;
+    return JSON.stringify(value);
+  }
+}

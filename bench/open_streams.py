@@ -1,0 +1,124 @@
+"""Open streams (issue 3): how many concurrent streaming requests one api process holds with a
+slow model, its memory per open stream, and its Redis connection count.
+
+N clients (asyncio, raw sockets) each open a streaming chat and keep reading while a slow mock
+model (5 s per token) answers; once every stream has delivered its first token, the api worker's
+RSS and its TCP connections to Redis are read from /proc. Every stream must then complete.
+
+    python bench/open_streams.py [N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import sys
+import time
+from urllib.parse import urlparse
+
+from common import redis_server
+
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.e2e.sockets import connections_to_port, process_tree
+from tests.workflows import REDIS_CHAT, example, with_model_delay
+
+DELAY_MS = 5000  # 7 tokens: each stream stays open about 30 s
+ANSWER = "Based on the tools: Calculator returned 437."
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def first_token_watch(host, port, path, session, ready: list) -> str:
+    """Like one_stream, but notes when its first item arrives."""
+    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+    body = json.dumps(
+        {"action": "sendMessage", "sessionId": session, "chatInput": "What is 19 * 23?"}
+    )
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
+    )
+    await writer.drain()
+    buffer, text, first = b"", "", False
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            break
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            line = line.strip()
+            start = line.find(b"{")
+            if start < 0:
+                continue
+            chunk = json.loads(line[start:])
+            if chunk["type"] == "error":
+                text += f" [error: {chunk.get('content')}]"
+            if chunk["type"] == "item":
+                text += chunk["content"]
+                if not first:
+                    first = True
+                    ready.append(time.monotonic())
+    writer.close()
+    return text
+
+
+async def run(n: int, base: str, path: str, api_pid: int, redis_port: int) -> None:
+    url = urlparse(base)
+    ready: list[float] = []
+    worker_pid = [p for p in process_tree(api_pid) if p != api_pid][0]
+    idle_rss = rss_kb(worker_pid)
+    idle_conns = connections_to_port(api_pid, redis_port)
+    started = time.monotonic()
+    tasks = [
+        asyncio.create_task(first_token_watch(url.hostname, url.port, path, f"open{i}", ready))
+        for i in range(n)
+    ]
+    # Wait until every stream delivered a token (or ended without one).
+    while len(ready) + sum(t.done() for t in tasks) < n and time.monotonic() - started < 120:
+        await asyncio.sleep(0.2)
+    open_rss = rss_kb(worker_pid)
+    open_conns = connections_to_port(api_pid, redis_port)
+    still_open = sum(not t.done() for t in tasks)
+    print(
+        f"{len(ready)} of {n} streams delivered a first token within "
+        f"{time.monotonic() - started:.1f} s; {still_open} were open at once when measured"
+    )
+    texts = await asyncio.gather(*tasks)
+    complete = sum(1 for t in texts if t == ANSWER)
+    failures = collections.Counter(t[-100:] for t in texts if t != ANSWER)
+    print(
+        f"api worker RSS: {idle_rss / 1024:.1f} MiB idle -> {open_rss / 1024:.1f} MiB with {len(ready)} open streams"
+    )
+    print(f"memory per open stream: {(open_rss - idle_rss) / max(len(ready), 1):.1f} KiB")
+    print(f"api Redis connections: {idle_conns} idle, {open_conns} with {len(ready)} open streams")
+    print(f"complete and exact answers: {complete} of {n}")
+    for text, count in failures.most_common(3):
+        print(f"  {count} ended: ...{text}")
+
+
+def main(n: int) -> None:
+    with redis_server() as redis_url:
+        deploy = Deployment(redis_url)
+        try:
+            base = deploy.start_api()
+            deploy.start_worker(concurrency=n + 100)
+            workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), DELAY_MS)))
+            path = urlparse(chat_url(base, workflow)).path
+            api_pid = deploy.apis[0][0].pid
+            # One warm-up request so the pools are open before the idle reading.
+            asyncio.run(run(1, base, path, api_pid, urlparse(redis_url).port))
+            asyncio.run(run(n, base, path, api_pid, urlparse(redis_url).port))
+        finally:
+            deploy.stop()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)

@@ -1,0 +1,93 @@
+"""Fixtures for the chat surface: one deployment (api + worker, a credentials file with a basic-auth
+login) shared by the chat tests, and a real headless Chromium (Debian's, never a downloaded one)
+with a fresh context per test that fails the test on any console error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER, stop_all
+from tests.e2e.deployment import Deployment
+
+CHROMIUM = os.environ.get("MINI_N8N_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def credentials_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("credentials") / "credentials.json"
+    entry = {
+        **BASIC_CREDENTIAL,
+        "type": "httpBasicAuth",
+        "data": {"user": BASIC_USER, "password": BASIC_PASSWORD},
+    }
+    path.write_text(json.dumps([entry]))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def chat_deployment(redis_url, credentials_file):
+    deploy = Deployment(
+        redis_url,
+        MINI_N8N_KEEPALIVE_SECONDS="1",
+        MINI_N8N_CREDENTIALS_FILE=credentials_file,
+        MINI_N8N_MAX_BODY_BYTES=str(2 * 1024 * 1024),
+        MINI_N8N_CHAT_FILE_MAX_BYTES=str(64 * 1024),
+        MINI_N8N_CHAT_FILES_MAX_BYTES=str(100 * 1024),
+        OPENAI_API_KEY="",  # a model without a credential must fail, whatever the shell has
+    )
+    try:
+        deploy.base = deploy.start_api()
+        deploy.worker = deploy.start_worker()
+        yield deploy
+    finally:
+        stop_all(deploy)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/ensure-chromium installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        # Playwright gives every launch a fresh temporary profile (user-data dir).
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class ConsoleErrors(list):
+    def watch(self, page) -> None:
+        page.on("console", lambda m: m.type == "error" and self.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.append(f"pageerror: {e}"))
+
+
+@pytest.fixture
+def console_errors():
+    return ConsoleErrors()
+
+
+@pytest.fixture
+def page(browser, console_errors):
+    """A fresh browser context (its own storage) and page; no console error may happen on it."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    console_errors.watch(page)
+    yield page
+    context.close()
+    assert console_errors == [], console_errors

@@ -1,0 +1,127 @@
+"""n8n's own `@n8n/chat` widget, unchanged, embedded on another origin and talking to our Chat
+Trigger: CORS preflights, loadPreviousSession on mount, streaming on and off.
+
+The widget comes from the npm registry (`npm pack`, into a temporary folder, never committed) or
+from MINI_N8N_N8N_CHAT_DIST (a `dist` folder of the package). Without either the test is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.chat.support import ANSWER_84, chat_workflow
+from tests.e2e.deployment import chat_url
+
+WIDGET = os.environ.get("MINI_N8N_N8N_CHAT_PACKAGE", "@n8n/chat@1.37.0")
+HOST_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<link href="dist/style.css" rel="stylesheet"></head>
+<body><div id="n8n-chat"></div>
+<script type="module">
+import { createChat } from './dist/chat.bundle.es.js';
+const params = new URLSearchParams(location.search);
+createChat({
+  webhookUrl: params.get('webhook'),
+  mode: 'fullscreen',
+  enableStreaming: params.get('streaming') === 'true',
+  initialMessages: ['Hello from the widget'],
+});
+</script></body></html>
+"""
+
+
+def _packed_dist(folder: Path) -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: cannot fetch @n8n/chat")
+    try:
+        done = subprocess.run(
+            [npm, "pack", WIDGET, "--silent"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("the npm registry did not answer in time: cannot fetch @n8n/chat")
+    if done.returncode != 0:
+        pytest.skip(f"npm pack {WIDGET} failed (registry unreachable?): {done.stderr[-300:]}")
+    with tarfile.open(folder / done.stdout.strip().splitlines()[-1]) as tar:
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
+        tar.extractall(folder, **safe)
+    return folder / "package" / "dist"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".js": "text/javascript",
+        ".mjs": "text/javascript",
+    }
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def widget_site(tmp_path_factory):
+    """A test-only static site on its own origin: the host page and the widget's dist files."""
+    site = tmp_path_factory.mktemp("widget-site")
+    given = os.environ.get("MINI_N8N_N8N_CHAT_DIST")
+    dist = Path(given) if given else _packed_dist(tmp_path_factory.mktemp("npm"))
+    shutil.copytree(dist, site / "dist")
+    (site / "index.html").write_text(HOST_PAGE)
+    handler = functools.partial(_Quiet, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "lastNode"])
+def test_the_n8n_chat_widget_gets_the_answer_and_restores_the_session(
+    chat_deployment, widget_site, page, streaming
+):
+    mode = "streaming" if streaming else "lastNode"
+    workflow = chat_workflow({"responseMode": mode, "allowedOrigins": widget_site})
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    allowed = []  # the host page is another origin: the browser enforces CORS on every call
+    page.on("response", lambda r: allowed.append(r.headers.get("access-control-allow-origin")))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming={str(streaming).lower()}")
+    page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("What is 40 + 44?")
+    box.press("Enter")
+    page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+    assert page.locator(".chat-message-from-bot").last.inner_text().strip() == ANSWER_84
+    assert allowed.count(widget_site) == 2  # loadPreviousSession, then the message
+
+    page.reload()
+    page.locator(".chat-message-from-user", has_text="What is 40 + 44?").wait_for()
+    page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+
+
+def test_the_widget_on_an_origin_not_allowed_is_refused_by_the_browser(
+    chat_deployment, widget_site, page, console_errors
+):
+    workflow = chat_workflow({"allowedOrigins": "https://shop.example"})
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    # On mount the widget asks for the previous session; the refused preflight stops it there
+    # and the widget logs the failed fetch last.
+    with page.expect_console_message(lambda m: "Failed to fetch" in m.text):
+        page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=true")
+    assert any("has been blocked by CORS policy" in e for e in console_errors), console_errors
+    console_errors.clear()  # expected here: the browser reports the refused preflight
+    runs = chat_deployment.redis.zcard(chat_deployment.keys.workflow_executions(workflow["id"]))
+    assert runs == 0

@@ -1,0 +1,246 @@
+"""The hosted chat page in a real headless Chromium against real api and worker processes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+
+from tests.chat.support import (
+    ANSWER_84,
+    BASIC_CREDENTIAL,
+    BASIC_PASSWORD,
+    BASIC_USER,
+    TRIGGER,
+    chat_workflow,
+    stop_all,
+    trigger_output,
+)
+from tests.e2e.deployment import Deployment, chat_url
+from tests.workflows import node
+
+ITEMS = "#chat-messages > li"
+INITIAL = ["Hi there! 👋", "Ask me some arithmetic, or tell me your name."]
+
+
+def open_chat(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+
+
+def bubbles(page) -> list[tuple[str, str]]:
+    return [
+        tuple(b)
+        for b in page.eval_on_selector_all(
+            ITEMS,
+            "els => els.map(e => [e.classList.contains('user') ? 'user' : 'bot', e.textContent])",
+        )
+    ]
+
+
+def type_message(page, text: str) -> int:
+    """Sends `text` with Enter; returns how many bubbles there were before."""
+    count = page.locator(ITEMS).count()
+    page.fill("#chat-input", text)
+    page.press("#chat-input", "Enter")
+    return count
+
+
+def wait_answer(page, count: int) -> str:
+    """Waits until the answer bubble after `count` earlier ones is complete; returns its text."""
+    page.wait_for_function(
+        """n => {
+            const items = document.querySelectorAll('#chat-messages > li');
+            const last = items[items.length - 1];
+            return items.length === n + 2 && ['done', 'error'].includes(last.dataset.state)
+                && !document.getElementById('chat-send').disabled;
+        }""",
+        arg=count,
+    )
+    return page.locator(ITEMS).last.text_content()
+
+
+def ask(page, text: str) -> str:
+    return wait_answer(page, type_message(page, text))
+
+
+def execution_ids(page) -> list[str]:
+    ids: list[str] = []
+    page.on(
+        "response",
+        lambda r: "x-execution-id" in r.headers and ids.append(r.headers["x-execution-id"]),
+    )
+    return ids
+
+
+def test_the_page_streams_the_answer_into_the_bubble_as_it_arrives(chat_deployment, page):
+    workflow = chat_deployment.activate(
+        chat_workflow({"inputPlaceholder": "Ask away"}, delay_ms=80)
+    )
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    assert page.title() == "mini-n8n calculator chat"
+    assert page.text_content("#chat-title") == "mini-n8n calculator chat"
+    assert (
+        page.text_content("#chat-subtitle") == "Streams from the workers, remembers you in Redis."
+    )
+    assert page.get_attribute("#chat-input", "placeholder") == "Ask away"
+    assert bubbles(page) == [("bot", m) for m in INITIAL]
+    count = type_message(page, "What is 40 + 44?")
+    partial = page.wait_for_function(
+        """final => {
+            const last = document.querySelector('#chat-messages > li:last-child .text');
+            const text = last && last.textContent;
+            return text && text !== final && final.startsWith(text) ? text : null;
+        }""",
+        arg=ANSWER_84,
+    ).json_value()
+    assert partial.startswith("Based") and partial != ANSWER_84
+    assert wait_answer(page, count) == ANSWER_84
+    assert bubbles(page)[-2:] == [("user", "What is 40 + 44?"), ("bot", ANSWER_84)]
+
+
+@pytest.fixture
+def two_workers(redis_url):
+    """Two apis and two workers on separate queues: api A only reaches worker A, B only B."""
+    deploy = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1")
+    try:
+        queue_a, queue_b = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # workers take seconds to start
+            worker_a = pool.submit(deploy.start_worker, queue=queue_a)
+            worker_b = pool.submit(deploy.start_worker, queue=queue_b)
+            deploy.base_a = deploy.start_api(MINI_N8N_TASK_QUEUE=queue_a)
+            deploy.base_b = deploy.start_api(MINI_N8N_TASK_QUEUE=queue_b)
+            deploy.worker_a, deploy.worker_b = worker_a.result(), worker_b.result()
+        yield deploy
+    finally:
+        stop_all(deploy)
+
+
+def test_three_messages_served_by_two_workers_end_with_the_name_and_survive_a_reload(
+    two_workers, page
+):
+    deploy = two_workers
+    workflow = deploy.activate(chat_workflow())
+    url_a, url_b = chat_url(deploy.base_a, workflow), chat_url(deploy.base_b, workflow)
+
+    def second_message_via_b(route):
+        if route.request.method == "POST" and "my name is Ada" in (route.request.post_data or ""):
+            route.fulfill(response=route.fetch(url=url_b))
+        else:
+            route.continue_()
+
+    page.route(url_a, second_message_via_b)
+    ids = execution_ids(page)
+    open_chat(page, url_a)
+    assert ask(page, "What is 40 + 44?") == ANSWER_84
+    assert ask(page, "my name is Ada") == "Nice to meet you, Ada!"
+    assert ask(page, "What is my name?") == "Your name is Ada."
+    pids = [deploy.execution(i)["worker"]["pid"] for i in ids]
+    assert pids == [deploy.worker_a.pid, deploy.worker_b.pid, deploy.worker_a.pid]
+
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    assert bubbles(page) == [("bot", m) for m in INITIAL] + [
+        ("user", "What is 40 + 44?"),
+        ("bot", ANSWER_84),
+        ("user", "my name is Ada"),
+        ("bot", "Nice to meet you, Ada!"),
+        ("user", "What is my name?"),
+        ("bot", "Your name is Ada."),
+    ]
+    assert len(ids) == 3  # restoring ran nothing
+
+
+def test_xss_attempts_in_title_initial_messages_and_chat_show_as_text(chat_deployment, page):
+    title = '<img src=x onerror="window.__xss_title=1">'
+    subtitle = "</script><script>window.__xss_subtitle=1</script>"
+    placeholder = '"><img src=x onerror="window.__xss_placeholder=1">'
+    initial = "<b>bold?</b>\n</script><script>window.__xss_initial=1</script>\n\u2028<!--"
+    attack = "<img src=x onerror=window.__xss_message=1>"
+    workflow = chat_workflow(
+        {"title": title, "subtitle": subtitle, "inputPlaceholder": placeholder},
+        initialMessages=initial,
+    )
+    open_chat(page, chat_url(chat_deployment.base, chat_deployment.activate(workflow)))
+    assert page.text_content("#chat-title") == title
+    assert page.text_content("#chat-subtitle") == subtitle
+    assert page.get_attribute("#chat-input", "placeholder") == placeholder
+    assert bubbles(page) == [
+        ("bot", "<b>bold?</b>"),
+        ("bot", "</script><script>window.__xss_initial=1</script>"),
+        ("bot", "<!--"),
+    ]
+    assert ask(page, attack) == f"You said: {attack}"
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    assert bubbles(page)[-2:] == [("user", attack), ("bot", f"You said: {attack}")]
+    assert page.locator("img, b, script:not([nonce]):not([type])").count() == 0
+    flags = page.evaluate("Object.keys(window).filter(k => k.startsWith('__xss'))")
+    assert flags == []
+
+
+def test_a_failed_execution_shows_a_readable_error_line(chat_deployment, page):
+    workflow = chat_workflow()
+    model = node(workflow, "Mock Chat Model")
+    model["type"] = "@n8n/n8n-nodes-langchain.lmChatOpenAi"
+    model["parameters"] = {"model": "gpt-4o-mini"}
+    model["credentials"] = {"openAiApi": {"id": "none", "name": "No such key"}}
+    open_chat(page, chat_url(chat_deployment.base, chat_deployment.activate(workflow)))
+    count = type_message(page, "hello")
+    wait_answer(page, count)
+    error = page.locator(f"{ITEMS}:last-child .error").text_content()
+    assert error.startswith("Error: ") and "No such key" in error
+    assert page.get_attribute(f"{ITEMS}:last-child", "data-state") == "error"
+
+
+def test_new_conversation_starts_a_fresh_session(chat_deployment, page):
+    workflow = chat_deployment.activate(chat_workflow())
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    key = f"mini-n8n-chat/{workflow['id']}/sessionId"
+    first = page.evaluate("k => localStorage.getItem(k)", key)
+    assert ask(page, "my name is Ada") == "Nice to meet you, Ada!"
+    page.click("#chat-new")
+    assert bubbles(page) == [("bot", m) for m in INITIAL]
+    second = page.evaluate("k => localStorage.getItem(k)", key)
+    assert second != first and len(second) == 36
+    assert ask(page, "What is my name?") == "I don't know your name yet."
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    assert [text for _, text in bubbles(page)][-2:] == [
+        "What is my name?",
+        "I don't know your name yet.",
+    ]
+    assert len(chat_deployment.chat_list(first)) == 2
+
+
+def test_a_json_answer_and_an_attached_file(chat_deployment, page):
+    workflow = chat_workflow({"responseMode": "lastNode", "allowFileUploads": True})
+    open_chat(page, chat_url(chat_deployment.base, chat_deployment.activate(workflow)))
+    ids = execution_ids(page)
+    page.set_input_files(
+        "#chat-files", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}]
+    )
+    assert page.text_content("#chat-chosen") == "notes.txt"
+    assert ask(page, "What is 40 + 44?") == ANSWER_84
+    assert bubbles(page)[-2] == ("user", "What is 40 + 44?notes.txt")
+    item = trigger_output(chat_deployment.execution(ids[0]))
+    assert [f["fileName"] for f in item["json"]["files"]] == ["notes.txt"]
+
+
+def test_a_page_behind_basic_auth_works_once_the_browser_has_the_login(
+    chat_deployment, browser, console_errors
+):
+    workflow = chat_workflow(authentication="basicAuth")
+    node(workflow, TRIGGER)["credentials"] = {"httpBasicAuth": BASIC_CREDENTIAL}
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    context = browser.new_context(
+        http_credentials={"username": BASIC_USER, "password": BASIC_PASSWORD}
+    )
+    try:
+        page = context.new_page()
+        console_errors.watch(page)
+        open_chat(page, url)
+        assert ask(page, "What is 40 + 44?") == ANSWER_84
+    finally:
+        context.close()
+    assert console_errors == []

@@ -1,0 +1,246 @@
+"""The compose deployment, run for real: build from an empty image store, up, chat over the
+published port, scale workers, inspect Redis with redis-cli, restart, lose a worker, go down.
+
+The tests share one deployment and run in file order (each builds on the state the previous one
+left). The harness (harness.py) says what is specific to this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.compose.harness import ROOT, compose_command
+
+pytestmark = pytest.mark.compose
+
+CHAT = "/webhook/0c8e6a52-3f5b-4d0e-8a9c-7b1d2e3f4a51/chat"  # bundled example, Redis memory
+SLOW_CHAT = (
+    "/webhook/5e6f7a8b-1c2d-4e3f-9a0b-c1d2e3f4a5b6/chat"  # tests/compose/workflows, 200 ms/token
+)
+CALCULATOR_ANSWER = "Based on the tools: Calculator returned 437."
+LEASE_SECONDS, KEEPALIVE_SECONDS = 2.0, 1.0  # as docker-compose.test.yml sets them
+WHOLE_TEST_SECONDS = 300
+
+
+# --- helpers ------------------------------------------------------------------------------
+def chat(d, text: str, session: str, path: str = CHAT) -> dict:
+    """One streamed chat turn: lines as they arrived (with times), the answer, the execution."""
+    lines, started = [], time.monotonic()
+    body = {"action": "sendMessage", "sessionId": session, "chatInput": text}
+    with httpx.stream("POST", d.url + path, json=body, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.strip():
+                lines.append((time.monotonic() - started, json.loads(line)))
+    chunks = [chunk for _, chunk in lines]
+    return {
+        "headers": response.headers,
+        "execution": response.headers.get("x-execution-id"),
+        "lines": lines,
+        "chunks": chunks,
+        "answer": "".join(c.get("content", "") for c in chunks if c["type"] == "item"),
+        "elapsed": time.monotonic() - started,
+    }
+
+
+def redis_cli(d, *args: str) -> str:
+    return d.compose("exec", "-T", "redis", "redis-cli", *args, timeout=60).stdout
+
+
+def executions(d, ids: list[str]) -> list[dict]:
+    # Not a terminal: redis-cli prints each value raw, one per line.
+    out = redis_cli(d, "MGET", *[f"execution:{i}" for i in ids])
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def wait_until(predicate, timeout: float, what: str, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def ready(d) -> bool:
+    try:
+        return httpx.get(d.url + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def ready_workers(d) -> set[str]:
+    """Celery node names (`worker-<pid>@<container>`) that logged `ready.` since they started."""
+    ids = d.podman(
+        "ps", "-q", "--filter", f"label=com.docker.compose.project={d.project}",
+        "--filter", "label=com.docker.compose.service=worker",
+    ).stdout.split()  # fmt: skip
+    names = set()
+    for container in ids:
+        logs = d.podman("logs", container, check=False)
+        for line in (logs.stdout + logs.stderr).splitlines():
+            if line.rstrip().endswith(" ready."):
+                names.add(line.rsplit(" ", 2)[-2])
+    return names if len(ids) == len(names) else set()
+
+
+def worker_of(record: dict) -> tuple[str, int]:
+    return record["worker"]["host"], record["worker"]["pid"]
+
+
+# --- tests --------------------------------------------------------------------------------
+def test_docker_compose_config_accepts_the_compose_file_and_the_test_override(compose_cli):
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "MINI_N8N_TEST_CONTEXT": str(ROOT),
+        "MINI_N8N_TEST_BASE_IMAGE": "localhost/base",
+        "MINI_N8N_TEST_REDIS_IMAGE": "localhost/redis",
+    }
+    product_only = ["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"]
+    for cmd in (product_only, compose_command("config", "-q")):
+        result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+
+
+def test_builds_from_an_empty_image_store_starts_and_answers_health(deployment):
+    d = deployment
+    assert d.images() == []
+    d.prepare_base_images()
+    d.prepare_context()
+    d.compose("build", timeout=600)
+    d.compose("up", "-d", timeout=180)
+    wait_until(lambda: ready(d), 60, "/readyz of the api")
+    assert httpx.get(d.url + "/healthz", timeout=5).json() == {"status": "ok"}
+    wait_until(lambda: ready_workers(d), 60, "the worker to be ready")
+
+
+def test_streams_the_calculator_answer_line_by_line_over_the_published_port(deployment):
+    d = deployment
+    turn = chat(d, "What is 19 * 23?", session=f"calc-{uuid.uuid4().hex[:8]}")
+    assert turn["headers"]["content-type"].startswith("application/x-ndjson")
+    assert turn["execution"]
+    assert turn["chunks"][0]["type"] == "begin"
+    assert turn["chunks"][-1]["type"] == "end"
+    assert turn["answer"] == CALCULATOR_ANSWER
+
+    slow = chat(d, "What is 19 * 23?", session=f"slow-{uuid.uuid4().hex[:8]}", path=SLOW_CHAT)
+    assert slow["answer"] == CALCULATOR_ANSWER
+    items = [t for t, chunk in slow["lines"] if chunk["type"] == "item"]
+    # Seven tokens 200 ms apart: nothing between the worker and this client buffers the stream.
+    assert len(items) == 7
+    assert items[-1] - items[0] > 0.8, f"items arrived together: {items}"
+
+
+def test_three_scaled_workers_serve_twenty_sessions_and_share_one_memory(deployment):
+    d = deployment
+    d.compose("up", "-d", "--scale", "worker=3", timeout=180)
+    workers = wait_until(lambda: ready_workers(d), 90, "three ready workers")
+    assert len(workers) == 3
+
+    ids = []
+    for n in range(20):
+        turn = chat(d, "What is 19 * 23?", session=f"many-{n}-{uuid.uuid4().hex[:6]}")
+        assert turn["answer"] == CALCULATOR_ANSWER
+        ids.append(turn["execution"])
+    served_by = {worker_of(r) for r in executions(d, ids)}
+    assert len(served_by) == 3, served_by
+
+    session = f"ada-{uuid.uuid4().hex[:8]}"
+    d.ada_session = session
+    turns = [
+        chat(d, "My name is Ada", session),
+        chat(d, "What is 19 * 23?", session),
+        chat(d, "What is my name?", session),
+    ]
+    assert turns[0]["answer"] == "Nice to meet you, Ada!"
+    assert turns[1]["answer"] == CALCULATOR_ANSWER
+    assert turns[2]["answer"] == "Your name is Ada."
+    records = executions(d, [t["execution"] for t in turns])
+    assert len({worker_of(r) for r in records}) >= 2, "all three turns ran on one worker"
+
+
+def test_redis_cli_in_the_redis_container_lists_sessions_and_shows_messages(deployment):
+    d = deployment
+    sessions = redis_cli(d, "--scan", "--pattern", "chat:*").split()
+    assert f"chat:{d.ada_session}" in sessions
+    assert len(sessions) >= 22
+    stored = [
+        json.loads(m)
+        for m in redis_cli(d, "LRANGE", f"chat:{d.ada_session}", "0", "-1").splitlines()
+    ]
+    newest_first = [(m["type"], m["data"]["content"]) for m in stored]
+    assert newest_first[0] == ("ai", "Your name is Ada.")
+    assert newest_first[1] == ("human", "What is my name?")
+    assert newest_first[-1] == ("human", "My name is Ada")
+
+
+def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_keep_serving(
+    deployment,
+):
+    d = deployment
+    words = " ".join(f"word{n}" for n in range(40))  # "You said: ..." = 42 tokens, about 8 s
+    result: dict = {}
+    first_item = threading.Event()
+
+    def stream():
+        body = {"sessionId": f"kill-{uuid.uuid4().hex[:8]}", "chatInput": words}
+        with httpx.stream("POST", d.url + SLOW_CHAT, json=body, timeout=60) as response:
+            result["execution"] = response.headers.get("x-execution-id")
+            result["chunks"] = []
+            for line in response.iter_lines():
+                if line.strip():
+                    result["chunks"].append(json.loads(line))
+                    if result["chunks"][-1]["type"] == "item":
+                        first_item.set()
+        result["ended"] = time.monotonic()
+
+    client = threading.Thread(target=stream, daemon=True)
+    client.start()
+    assert first_item.wait(30), "the slow stream never started"
+    host, pid = worker_of(executions(d, [result["execution"]])[0])
+    container = d.podman("ps", "-q", "--filter", f"id={host}").stdout.strip()
+    assert container, f"no container with hostname {host}"
+    killed = time.monotonic()
+    d.podman("exec", container, "python", "-c", f"import os; os.kill({pid}, 9)", check=False)
+
+    client.join(30)
+    assert not client.is_alive(), "the stream did not end"
+    took = result["ended"] - killed
+    chunks = result["chunks"]
+    assert chunks[-1]["type"] == "error" and chunks[-1]["content"], chunks[-3:]
+    # The lease runs out, then the next keepalive tick sees it; 1.5 s for the machine.
+    assert took < LEASE_SECONDS + KEEPALIVE_SECONDS + 1.5, (
+        f"stream ended {took:.1f} s after the kill"
+    )
+    record = executions(d, [result["execution"]])[0]
+    assert record["status"] in ("crashed", "error"), record["status"]
+
+    again = chat(d, "What is 19 * 23?", session=f"after-{uuid.uuid4().hex[:8]}")
+    assert again["answer"] == CALCULATOR_ANSWER
+
+
+def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
+    d = deployment
+    started = time.monotonic()
+    d.compose("down", timeout=120)
+    took = time.monotonic() - started
+    assert took < 10, f"down took {took:.1f} s: a container waited out its stop timeout"
+
+    d.compose("up", "-d", timeout=180)
+    wait_until(lambda: ready(d), 60, "/readyz after up")
+    assert f"chat:{d.ada_session}" in redis_cli(d, "--scan", "--pattern", "chat:*").split()
+    assert chat(d, "What is my name?", d.ada_session)["answer"] == "Your name is Ada."
+
+
+def test_the_whole_compose_test_stays_under_five_minutes(deployment):
+    took = time.monotonic() - deployment.started
+    assert took < WHOLE_TEST_SECONDS, f"{took:.0f} s"
