@@ -138,11 +138,15 @@ def _ndjson(outcome: Outcome, stop_on_disconnect: bool = False) -> Iterator[str]
                 saw_items = saw_items or '"type":"item"' in event["lines"]
                 yield event["lines"]
             if "done" in event:
+                finished = True
                 yield from _closing_lines(
                     event["done"], saw_error, saw_items, outcome.launch.execution_id
                 )
     finally:
         events.close()  # the client may be gone: unsubscribe now, not when collected
+        if stop_on_disconnect and not finished:
+            # Closed before the end: the client went away (a write failed).
+            outcome.store.request_stop(outcome.launch.execution_id)
 
 
 def _closing_lines(
