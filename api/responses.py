@@ -101,7 +101,7 @@ def _result_from_record(record: dict[str, Any]) -> dict[str, Any]:
         "status": record["status"],
         "error": record.get("error"),
         "output": output,
-        "streamed": False,
+        "fromRecord": True,  # the real final event never came
     }
 
 

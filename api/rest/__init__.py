@@ -1,7 +1,26 @@
-"""The editor's REST api under /rest: workflows, manual chat runs, executions, chat sessions.
+"""The editor's REST api under /rest. Every route needs the api key (see `api.rest.auth`).
 
-Every route needs the api key (see `api.rest.auth`). Views validate, hand off to the stores in
-`api.runtime` and answer JSON; errors go through `api.errors`.
+| route                                   | does                                               |
+|-----------------------------------------|----------------------------------------------------|
+| GET    /rest/workflows                  | {"data": [{id, name, active, tags}]}               |
+| POST   /rest/workflows                  | store a new workflow (n8n JSON) -> 201 + it        |
+| GET    /rest/workflows/<id>             | the stored workflow JSON                           |
+| PUT    /rest/workflows/<id>             | replace it (PATCH: merge top-level fields)         |
+| DELETE /rest/workflows/<id>             | delete it (and its webhooks)                       |
+| POST   /rest/workflows/<id>/activate    | register its webhooks -> it + "warnings"           |
+| POST   /rest/workflows/<id>/deactivate  | drop its webhooks                                  |
+| POST   /rest/workflows/<id>/chat        | manual run {sessionId, chatInput, pushRef}         |
+|                                         |   -> {"executionId", "sessionId"} at once          |
+| GET    /rest/executions?workflowId=&limit= | {"data": [records without run data]}, newest first |
+| GET    /rest/executions/<id>            | the record with runData                            |
+| POST   /rest/executions/<id>/stop       | cancel if queued, else ask its worker -> record    |
+| GET    /rest/sessions                   | {"data": [session ids in Redis Chat Memory]}       |
+| GET    /rest/sessions/<id>              | {"id", "messages": [{role, content}]}              |
+| DELETE /rest/sessions/<id>              | clear it                                           |
+| GET    /rest/push?pushRef=&key=         | the tab's events over SSE (`api.push`)             |
+
+Views validate, hand off to the stores in `api.runtime` and answer JSON; errors are ApiError
+(and the stores' own errors), turned into `{"message": ...}` by `api.errors`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,27 +169,36 @@ class Deployment:
         """The repository as a build context, plus wheels/ for `pip install --no-index`."""
         context = self.run_dir / "context"
         shutil.copytree(ROOT, context, ignore=CONTEXT_IGNORE)
-        shutil.copytree(dependency_wheels(self.cache), context / "wheels", copy_function=os.link)
+        wheels = dependency_wheels(self.cache, image_python_version(self.cache))
+        shutil.copytree(wheels, context / "wheels", copy_function=os.link)
 
     # --- teardown -------------------------------------------------------------------------
     def close(self) -> None:
+        """Best effort, step by step: one failing step must not leave the rest behind."""
+        steps = [
+            lambda: self.compose("down", "-v", "--timeout", "5", timeout=120, check=False),
+            lambda: self._health and self._health.stop(),
+            lambda: self.podman("rm", "--all", "--force", "--time", "0", timeout=120, check=False),
+            lambda: self.podman("rmi", "--all", "--force", timeout=120, check=False),
+            self._stop_engine,
+            lambda: _unmount_below(self.run_dir),
+            lambda: shutil.rmtree(self.run_dir),
+        ]
+        if self._service is None:
+            steps = steps[-2:]
+        for step in steps:
+            try:
+                step()
+            except Exception as err:  # report and go on: teardown must reach the end
+                print(f"compose harness teardown: {err}", file=sys.stderr)
+
+    def _stop_engine(self) -> None:
+        self._service.terminate()
         try:
-            if self._service is not None and self._service.poll() is None:
-                self.compose("down", "-v", "--timeout", "5", timeout=120, check=False)
-        finally:
-            if self._health is not None:
-                self._health.stop()
-            if self._service is not None:
-                self.podman("rm", "--all", "--force", "--time", "0", check=False, timeout=120)
-                self.podman("rmi", "--all", "--force", check=False, timeout=120)
-                self._service.terminate()
-                try:
-                    self._service.wait(10)
-                except subprocess.TimeoutExpired:
-                    self._service.kill()
-                    self._service.wait()
-            self.podman("volume", "prune", "--force", check=False)
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self._service.wait(30)
+        except subprocess.TimeoutExpired:
+            self._service.kill()
+            self._service.wait()
 
 
 class HealthChecks(threading.Thread):
@@ -198,17 +208,17 @@ class HealthChecks(threading.Thread):
     def __init__(self, deployment: Deployment):
         super().__init__(daemon=True, name="podman-healthchecks")
         self.deployment = deployment
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._last: dict[str, float] = {}
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
 
     def run(self) -> None:
         d = self.deployment
         label = f"label=com.docker.compose.project={d.project}"
-        while not self._stop.wait(1.0):
+        while not self._halt.wait(1.0):
             listing = d.podman(
                 "ps", "--filter", label, "--format", "{{.ID}} {{.Status}}", check=False
             )
@@ -238,31 +248,54 @@ def base_rootfs(cache: Path) -> Path:
             for path in (rootfs / junk).glob("*"):
                 if path.is_file():
                     path.unlink()
+        version = _run(
+            ["chroot", str(rootfs), "python3", "-c", "import platform; print(platform.python_version())"],
+            None, 60, True,
+        ).stdout.strip()  # fmt: skip
+        tarball.with_suffix(".python").write_text(version)
         partial = tarball.with_suffix(".partial")
         _run(["tar", "-C", str(rootfs), "-cf", str(partial), "."], None, 300, True)
         partial.rename(tarball)
     return tarball
 
 
-def dependency_wheels(cache: Path) -> Path:
-    """Wheels of the project's dependencies (and its build backend), built on the host by the
-    Python running the tests: the debootstrap image has the same Python version."""
-    version = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
-    wheels = cache / f"wheels-{version}-{key}"
+def image_python_version(cache: Path) -> str:
+    return base_rootfs(cache).with_suffix(".python").read_text().strip()
+
+
+def dependency_wheels(cache: Path, python_version: str) -> Path:
+    """Wheels of the project's dependencies and build backend for the image's Python (which is
+    not necessarily the Python running the tests), downloaded on the host."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    requirements = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
+    key = hashlib.sha256(" ".join([python_version, *requirements]).encode()).hexdigest()[:12]
+    wheels = cache / f"wheels-{python_version}-{key}"
     if wheels.exists():
         return wheels
     partial = cache / f"{wheels.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     _run(
-        [*NICE, sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(partial),
-         str(ROOT), "setuptools", "wheel"],
+        [*NICE, *_pip_download(python_version), "--quiet", "--disable-pip-version-check",
+         "--only-binary=:all:", "--dest", str(partial), *requirements, "wheel"],
         None, 600, True,
     )  # fmt: skip
-    for own in partial.glob("mini_n8n-*.whl"):
-        own.unlink()  # the image installs the project from its source, not from this wheel
     partial.rename(wheels)
     return wheels
+
+
+def _pip_download(python_version: str) -> list[str]:
+    """`pip download` run by an interpreter of exactly the image's version, so dependency markers such as
+    `python_full_version < "3.11.3"` resolve as they will in the image. The host's own Debian
+    Python is one (the image is the host's release); otherwise pip is told the target version,
+    which covers wheel tags and Requires-Python but not markers."""
+    probe = "import platform; print(platform.python_version())"
+    for python in (sys.executable, "/usr/bin/python3"):
+        found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+        if found.stdout.strip() == python_version:
+            has_pip = subprocess.run([python, "-m", "pip", "--version"], capture_output=True)
+            if has_pip.returncode == 0:
+                return [python, "-m", "pip", "download"]
+    return [sys.executable, "-m", "pip", "download", "--python-version", python_version]
 
 
 def _apt_mirror(codename: str) -> str:
@@ -294,6 +327,18 @@ def _run(cmd, env, timeout, check, **kwargs) -> subprocess.CompletedProcess:
             f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+def _unmount_below(path: Path) -> None:
+    """Storage mounts podman left (a failed build's container, the overlay bind mount)."""
+    prefix = str(path) + "/"
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")  # octal escapes: \040 ...
+        if point.startswith(prefix):
+            mounts.append(point)
+    for point in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
 def _unix_socket_answers(path: Path) -> bool:

@@ -8,7 +8,9 @@ from tests.e2e.deployment import Deployment
 @pytest.fixture(scope="module")
 def deployment(redis_url):
     """One api and one worker, shared by the tests of a module."""
-    deploy = Deployment(redis_url, MINI_N8N_LEASE_SECONDS="2", MINI_N8N_KEEPALIVE_SECONDS="1")
+    # Keepalive lines every second; the default lease (5 s), so a loaded machine does not make
+    # a busy worker look lost.
+    deploy = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1")
     try:
         deploy.base = deploy.start_api()
         deploy.worker = deploy.start_worker()

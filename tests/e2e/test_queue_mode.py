@@ -127,3 +127,13 @@ def test_two_hundred_concurrent_streams_lose_and_duplicate_nothing(deployment):
             "returned ",
             f"{i * 3}.",
         ]
+
+
+def test_a_quiet_stream_gets_keepalive_lines_and_completes(deployment):
+    # 6 s between tokens: longer than any client or connection read timeout on the way.
+    workflow = deployment.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 6000)))
+    reply = stream_chat(chat_url(deployment.base, workflow), "hello", "s-quiet", timeout=60)
+    assert reply.text() == "You said: hello"
+    assert reply.types()[-1] == "end"
+    keepalives = [c for c in reply.chunks if c["type"] == "keepalive"]
+    assert len(keepalives) >= 8  # two quiet gaps of 6 s, a keepalive line each second

@@ -5,6 +5,7 @@
 import { el, randomId } from "./util.js";
 
 const WAITING = "…";
+const PUSH_WAIT_MS = 10_000; // a message is not sent while nobody could hear its answer
 
 export class ChatPanel {
   constructor(root, { api, push, pushRef, executions, onStarted }) {
@@ -57,7 +58,7 @@ export class ChatPanel {
     this.executions.changed(null);
     let executionId;
     try {
-      await this.push.ready();
+      await withTimeout(this.push.ready(), PUSH_WAIT_MS, "The push connection is down.");
       const body = { sessionId: this.sessionId, chatInput: text, pushRef: this.pushRef };
       ({ executionId } = await this.api.chat(workflowId, body));
     } catch (err) {
@@ -132,4 +133,12 @@ export class ChatPanel {
     if (typeof value.text === "string") return value.text;
     return JSON.stringify(value);
   }
+}
+
+function withTimeout(promise, ms, message) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -4,7 +4,7 @@
 
 import { FINISHED, el, formatDuration, formatTime } from "./util.js";
 
-const RELOAD_DELAY_MS = 250;
+const RELOAD_DELAY_MS = 100; // a burst of messages reloads the list once
 const FOREIGN_POLL_MS = 3000; // executions started elsewhere (webhooks, other tabs) have no push
 const STATUS_LABELS = {
   new: "Queued",

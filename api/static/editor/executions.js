@@ -39,6 +39,7 @@ export class Executions extends EventTarget {
     this.byId = new Map();
     this.early = new Map();
     this.launching = 0; // chat messages sent whose execution id is not known yet
+    this.caughtEarly = 0; // executions whose events arrived before their id (for diagnosis)
   }
 
   // --- push events ------------------------------------------------------------------------
@@ -70,6 +71,7 @@ export class Executions extends EventTarget {
     if (listener) exec.listeners.push(listener);
     const kept = this.early.get(id) || [];
     this.early.delete(id);
+    if (kept.length) this.caughtEarly += 1;
     for (const event of kept) this.apply(exec, event.type, event.data);
     this.changed(exec);
     return exec;
