@@ -10,7 +10,7 @@ import sys
 import time
 
 import redis
-from common import redis_server, summary
+from _common import redis_server, summary
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks

@@ -17,7 +17,7 @@ import sys
 import time
 from urllib.parse import urlparse
 
-from common import redis_server
+from _common import redis_server
 
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.e2e.sockets import connections_to_port, process_tree

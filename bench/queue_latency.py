@@ -19,7 +19,7 @@ import time
 
 import httpx
 import redis
-from common import pct, redis_server, summary
+from _common import pct, redis_server, summary
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks

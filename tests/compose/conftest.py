@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -37,4 +38,7 @@ def deployment():
         d.start_engine()
         yield d
     finally:
-        d.close()
+        if os.environ.get("MINI_N8N_COMPOSE_KEEP"):  # debugging: leave it all running
+            print(f"\nkept: DOCKER_HOST={d.env['DOCKER_HOST']} in {d.run_dir}")
+        else:
+            d.close()

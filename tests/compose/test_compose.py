@@ -61,14 +61,16 @@ def executions(d, ids: list[str]) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-def wait_until(predicate, timeout: float, what: str, every: float = 0.5):
+def wait_until(d, predicate, timeout: float, what: str, every: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    state = d.compose("ps", check=False).stdout
+    logs = d.compose("logs", "--no-color", "--tail", "40", check=False).stdout
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{state}\n{logs}")
 
 
 def ready(d) -> bool:
@@ -118,9 +120,9 @@ def test_builds_from_an_empty_image_store_starts_and_answers_health(deployment):
     d.prepare_context()
     d.compose("build", timeout=600)
     d.compose("up", "-d", timeout=180)
-    wait_until(lambda: ready(d), 60, "/readyz of the api")
+    wait_until(d, lambda: ready(d), 60, "/readyz of the api")
     assert httpx.get(d.url + "/healthz", timeout=5).json() == {"status": "ok"}
-    wait_until(lambda: ready_workers(d), 60, "the worker to be ready")
+    wait_until(d, lambda: ready_workers(d), 60, "the worker to be ready")
 
 
 def test_streams_the_calculator_answer_line_by_line_over_the_published_port(deployment):
@@ -143,7 +145,7 @@ def test_streams_the_calculator_answer_line_by_line_over_the_published_port(depl
 def test_three_scaled_workers_serve_twenty_sessions_and_share_one_memory(deployment):
     d = deployment
     d.compose("up", "-d", "--scale", "worker=3", timeout=180)
-    workers = wait_until(lambda: ready_workers(d), 90, "three ready workers")
+    workers = wait_until(d, lambda: ready_workers(d), 90, "three ready workers")
     assert len(workers) == 3
 
     ids = []
@@ -236,7 +238,7 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     assert took < 10, f"down took {took:.1f} s: a container waited out its stop timeout"
 
     d.compose("up", "-d", timeout=180)
-    wait_until(lambda: ready(d), 60, "/readyz after up")
+    wait_until(d, lambda: ready(d), 60, "/readyz after up")
     assert f"chat:{d.ada_session}" in redis_cli(d, "--scan", "--pattern", "chat:*").split()
     assert chat(d, "What is my name?", d.ada_session)["answer"] == "Your name is Ada."
 

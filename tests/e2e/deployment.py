@@ -106,7 +106,11 @@ class Deployment:
         return proc
 
     def stop(self) -> None:
-        for proc in reversed(self.processes):
+        # Signal every process first, then wait: they shut down in parallel.
+        for proc in self.processes:
+            if proc.proc.poll() is None:
+                proc.proc.send_signal(signal.SIGTERM)
+        for proc in self.processes:
             proc.stop()
         self.redis.close()
 
