@@ -32,6 +32,7 @@ def deployment():
     if reason:
         pytest.skip(reason)
     started = time.monotonic()
+    Deployment.clean_stale_runs()
     d = Deployment()
     d.started = started
     try:

@@ -18,8 +18,10 @@ store is empty at the start of every run).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -82,13 +84,19 @@ def compose_command(*args: str) -> list[str]:
 class Deployment:
     """One compose project on a private podman: engine, images, compose commands, teardown."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_dir: Path | None = None) -> None:
+        """A new run, or (run_dir) an earlier one to clean up."""
         WORKDIR.mkdir(parents=True, exist_ok=True)
         self.cache = WORKDIR / "cache"
         self.cache.mkdir(exist_ok=True)
-        self.run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=WORKDIR))
-        self.project = f"mn8test{os.getpid()}"
-        self.port = _free_port()
+        if run_dir is None:
+            self.run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=WORKDIR))
+            info = {"owner": os.getpid(), "project": f"mn8test{os.getpid()}", "port": _free_port()}
+            (self.run_dir / "run.json").write_text(json.dumps(info))
+        else:
+            self.run_dir = run_dir
+            info = json.loads((run_dir / "run.json").read_text())
+        self.owner, self.project, self.port = info["owner"], info["project"], info["port"]
         self.socket = self.run_dir / "podman.sock"
         tag = _host_codename()
         self.base_image = f"localhost/mini-n8n-test-python:{tag}"
@@ -137,6 +145,7 @@ class Deployment:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        (self.run_dir / "service.pid").write_text(str(self._service.pid))
         deadline = time.monotonic() + timeout
         while not _unix_socket_answers(self.socket):
             if self._service.poll() is not None or time.monotonic() > deadline:
@@ -176,16 +185,18 @@ class Deployment:
     def close(self) -> None:
         """Best effort, step by step: one failing step must not leave the rest behind."""
         steps = [
-            lambda: self.compose("down", "-v", "--timeout", "5", timeout=120, check=False),
+            lambda: (
+                _unix_socket_answers(self.socket)
+                and self.compose("down", "-v", "--timeout", "5", timeout=120, check=False)
+            ),
             lambda: self._health and self._health.stop(),
             lambda: self.podman("rm", "--all", "--force", "--time", "0", timeout=120, check=False),
             lambda: self.podman("rmi", "--all", "--force", timeout=120, check=False),
             self._stop_engine,
+            lambda: self.podman("network", "rm", "--force", f"{self.project}_default", check=False),
             lambda: _unmount_below(self.run_dir),
             lambda: shutil.rmtree(self.run_dir),
         ]
-        if self._service is None:
-            steps = steps[-2:]
         for step in steps:
             try:
                 step()
@@ -193,12 +204,37 @@ class Deployment:
                 print(f"compose harness teardown: {err}", file=sys.stderr)
 
     def _stop_engine(self) -> None:
-        self._service.terminate()
-        try:
-            self._service.wait(30)
-        except subprocess.TimeoutExpired:
-            self._service.kill()
-            self._service.wait()
+        pid_file = self.run_dir / "service.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text())
+        if self._service is not None:
+            self._service.terminate()
+            try:
+                self._service.wait(30)
+            except subprocess.TimeoutExpired:
+                self._service.kill()
+                self._service.wait()
+        elif _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    @classmethod
+    def clean_stale_runs(cls) -> None:
+        """Remove what runs that crashed or were killed left behind (their owner is gone)."""
+        for run_dir in WORKDIR.glob("run-*"):
+            try:
+                stale = cls(run_dir)
+            except (OSError, ValueError, KeyError):
+                _unmount_below(run_dir)
+                shutil.rmtree(run_dir, ignore_errors=True)
+                continue
+            if not _alive(stale.owner):
+                stale.close()
 
 
 class HealthChecks(threading.Thread):
@@ -339,6 +375,16 @@ def _unmount_below(path: Path) -> None:
             mounts.append(point)
     for point in sorted(mounts, key=len, reverse=True):
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unix_socket_answers(path: Path) -> bool:
