@@ -43,6 +43,8 @@ class Settings:
     queue_timeout_seconds: float = 300.0
     # How long one execution may run before it is stopped.
     execution_timeout_seconds: float = 600.0
+    # On SIGTERM a worker lets running executions finish for this long, then stops them.
+    shutdown_grace_seconds: float = 8.0
     # Celery queue the api sends to and the worker takes from.
     task_queue: str = "mini-n8n"
     # "queue" sends executions to Celery workers; "regular" runs them inside the api process.
@@ -69,6 +71,7 @@ class Settings:
             execution_timeout_seconds=_float(
                 "MINI_N8N_EXECUTION_TIMEOUT", cls.execution_timeout_seconds
             ),
+            shutdown_grace_seconds=_float("MINI_N8N_SHUTDOWN_GRACE", cls.shutdown_grace_seconds),
             task_queue=os.environ.get("MINI_N8N_TASK_QUEUE", cls.task_queue),
             executions_mode=os.environ.get("EXECUTIONS_MODE", cls.executions_mode),
             key_prefix=os.environ.get("MINI_N8N_KEY_PREFIX", ""),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from celery import Celery
+from celery import Celery, signals
 
 from mini_n8n.settings import Settings
 
@@ -43,6 +43,18 @@ def create_celery(settings: Settings | None = None) -> Celery:
     def run_execution(payload: dict) -> str:
         return runtime(app.settings).run(payload)
 
+    def shutting_down(**_):
+        if _runtime is not None:
+            _runtime.stop_all_after(settings.shutdown_grace_seconds)
+
+    def shut_down(**_):
+        if _runtime is not None:
+            _runtime.close()
+
+    # Kept on the app: Celery holds signal receivers weakly.
+    app._mini_n8n_receivers = (shutting_down, shut_down)
+    signals.worker_shutting_down.connect(shutting_down, weak=False)
+    signals.worker_shutdown.connect(shut_down, weak=False)
     return app
 
 

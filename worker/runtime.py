@@ -5,6 +5,7 @@ with hooks that publish to the execution's channel, and records the outcome."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -62,6 +63,8 @@ class WorkerRuntime:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
         self._running: dict[str, threading.Event] = {}
+        self._closing = threading.Event()
+        self._stop_listener = None
         self._lock = threading.Lock()
         self._lease_thread: threading.Thread | None = None
         self._workflows: dict[str, tuple[str, Any]] = {}
@@ -174,6 +177,29 @@ class WorkerRuntime:
             cancel.set()
         return cancel is not None
 
+    # --- shutdown -------------------------------------------------------------------------
+    def stop_all_after(self, grace_seconds: float) -> None:
+        """Warm shutdown: running executions may finish within the grace period; then they are
+        stopped, so their streams end with an error line instead of waiting on a dead worker."""
+
+        def stop_all() -> None:
+            with self._lock:
+                cancels = list(self._running.values())
+            for cancel in cancels:
+                cancel.set()
+
+        timer = threading.Timer(grace_seconds, stop_all)
+        timer.daemon = True
+        timer.start()
+
+    def close(self) -> None:
+        """Stop the background threads (leases, stop listener) once no execution runs."""
+        self._closing.set()
+        listener = self._stop_listener
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                listener.connection.disconnect()
+
     # --- leases ---------------------------------------------------------------------------
     def _ensure_lease_thread(self) -> None:
         with self._lock:
@@ -184,7 +210,7 @@ class WorkerRuntime:
 
     def _listen_for_stops(self) -> None:
         """Stop requests are broadcast; the worker running the execution acts on it."""
-        while True:
+        while not self._closing.is_set():
             # Its own connection without a read timeout: it waits for stops indefinitely.
             listener = redis.Redis.from_url(
                 self.settings.redis_url,
@@ -192,15 +218,17 @@ class WorkerRuntime:
                 socket_timeout=None,
                 socket_keepalive=True,
             )
-            pubsub = listener.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._stop_listener = listener.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(self.keys.stop_channel())
                 for message in pubsub.listen():
                     if message.get("type") == "message":
                         self.stop(message["data"])
-            except redis.RedisError as err:
+            except (redis.RedisError, OSError, AttributeError) as err:
+                if self._closing.is_set():
+                    return
                 log.warning("stop listener lost Redis, reconnecting: %s", err)
-                time.sleep(1.0)
+                self._closing.wait(1.0)
             finally:
                 pubsub.close()
                 listener.close()
@@ -208,8 +236,7 @@ class WorkerRuntime:
     def _renew_leases(self) -> None:
         lease_ms = int(self.settings.lease_seconds * 1000)
         last_reap = 0.0
-        while True:
-            time.sleep(1.0)
+        while not self._closing.wait(1.0):
             with self._lock:
                 ids = list(self._running)
             try:
