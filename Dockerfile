@@ -27,8 +27,9 @@ RUN python3 -m venv /opt/venv \
 USER mini
 WORKDIR /app
 EXPOSE 5678
-# /healthz answers while the process is alive; slim images have no curl, so Python asks.
+# /healthz answers while the process is alive; slim images have no curl, so Python asks (with no
+# spaces inside the argument: podman's Docker-compatible API splits healthcheck arguments).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('PORT', '5678'), timeout=2)"]
+    CMD ["python", "-c", "__import__('urllib.request').request.urlopen('http://127.0.0.1:'+__import__('os').environ.get('PORT','5678')+'/healthz',timeout=2)"]
 ENTRYPOINT ["mini-n8n"]
 CMD ["api"]

@@ -40,3 +40,12 @@ def redis_client(redis_url):
 def keys():
     """A fresh key prefix per test, so tests sharing one server never see each other's data."""
     return Keys(prefix=f"t{uuid.uuid4().hex[:8]}:")
+
+
+@pytest.fixture(scope="session")
+def playwright_driver():
+    """One Playwright driver for the whole run: the sync API allows only one at a time."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        yield driver

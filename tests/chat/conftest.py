@@ -5,25 +5,12 @@ with a fresh context per test that fails the test on any console error."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
 
+from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER, stop_all
 from tests.e2e.deployment import Deployment
-
-CHROMIUM = os.environ.get("MINI_N8N_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="session")
@@ -58,16 +45,11 @@ def chat_deployment(redis_url, credentials_file):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/ensure-chromium installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        # Playwright gives every launch a fresh temporary profile (user-data dir).
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def browser(playwright_driver):
+    # Playwright gives every launch a fresh temporary profile (user-data dir).
+    browser = playwright_driver.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
 
 
 class ConsoleErrors(list):

@@ -3,25 +3,14 @@ Celery worker) per module, and Debian's headless Chromium driven by Playwright."
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 
 import pytest
 
+from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.e2e.deployment import Deployment
 
 API_KEY = "editor+test/key=0123456789"  # "+" and "/" must survive the URL fragment
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +19,6 @@ def deployment(redis_url):
     deploy = Deployment(
         redis_url,
         MINI_N8N_API_KEY=API_KEY,
-        MINI_N8N_LEASE_SECONDS="2",
         MINI_N8N_GRACEFUL_TIMEOUT="1",
     )
     try:
@@ -42,23 +30,19 @@ def deployment(redis_url):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not shutil.which(CHROMIUM):
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+def browser(playwright_driver, tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1400, "height": 900},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+    context = playwright_driver.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=chromium_path(),
+        args=CHROMIUM_ARGS,
+        headless=True,
+        viewport={"width": 1400, "height": 900},
+    )
+    try:
+        yield context
+    finally:
+        context.close()
 
 
 @dataclass

@@ -93,7 +93,7 @@ def assert_no_secret(*things) -> None:
 
 
 def test_streams_tokens_to_on_token_as_the_server_sends_them(fake):
-    fake.delay_per_token = 0.1
+    fake.delay_per_token = 0.3  # wide enough that a loaded machine still shows it
     received: list[tuple[float, str]] = []
     model = make_model(fake.base_url)
     reply = model.invoke(

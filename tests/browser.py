@@ -1,0 +1,28 @@
+"""The browser the page tests drive: Debian's Chromium (installed by scripts/ensure-chromium,
+never a downloaded build), headless, with the flags this sandboxed, offline machine needs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    """Chromium's path; a missing browser fails the test (CI installs it, so never skip)."""
+    path = os.environ.get("MINI_N8N_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(path):
+        pytest.fail(f"no Chromium at {path}: run scripts/ensure-chromium (make test does)")
+    return path
