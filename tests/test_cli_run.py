@@ -1,0 +1,40 @@
+"""`mini-n8n run`: a workflow in-process, its chunks printed as NDJSON lines, then its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.workflows import EXAMPLES, REDIS_CHAT
+
+
+def run_cli(redis_url: str, keys, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REDIS_URL": redis_url, "MINI_N8N_KEY_PREFIX": keys.prefix}
+    return subprocess.run(
+        [sys.executable, "-m", "mini_n8n.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_run_prints_chunks_then_the_output(redis_url, keys, redis_client):
+    message = json.dumps({"sessionId": "cli", "chatInput": "What is 19 * 23?"})
+    done = run_cli(redis_url, keys, "run", str(EXAMPLES / REDIS_CHAT), "--input", message)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    chunks, output = lines[:-1], lines[-1]
+    assert [c["type"] for c in chunks][0] == "begin" and chunks[-1]["type"] == "end"
+    text = "".join(c["content"] for c in chunks if c["type"] == "item")
+    assert text == "Based on the tools: Calculator returned 437."
+    assert output == {"output": text}
+    assert redis_client.llen(keys.chat("cli")) == 2  # the turn is in Redis memory
+
+
+def test_run_rejects_bad_input_json(redis_url, keys):
+    done = run_cli(redis_url, keys, "run", str(EXAMPLES / REDIS_CHAT), "--input", "{nope")
+    assert done.returncode == 2
+    assert "not valid JSON" in done.stderr
