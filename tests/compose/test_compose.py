@@ -224,6 +224,7 @@ def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_kee
     client.join(30)
     assert not client.is_alive(), "the stream did not end"
     took = result["ended"] - killed
+    print(f"\nworker killed: the stream ended {took:.1f} s later")
     chunks = result["chunks"]
     assert chunks[-1]["type"] == "error" and chunks[-1]["content"], chunks[-3:]
     # The lease runs out, then the next keepalive tick sees it; 1.5 s for the machine.
@@ -242,6 +243,7 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     started = time.monotonic()
     down = d.compose("down", timeout=120)
     took = time.monotonic() - started
+    print(f"\ncompose down: {took:.1f} s")
     assert took < 10, (
         f"down took {took:.1f} s (a container waited out its stop timeout?)\n{down.stderr}"
     )
@@ -254,4 +256,5 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
 
 def test_the_whole_compose_test_stays_under_five_minutes(deployment):
     took = time.monotonic() - deployment.started
+    print(f"\nwhole compose test: {took:.0f} s")
     assert took < WHOLE_TEST_SECONDS, f"{took:.0f} s"
