@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from api.launcher import LaunchError
 from api.workflow_store import ActivationError, WorkflowNotFound
 from engine.errors import EngineError
 
@@ -25,6 +26,10 @@ def register_error_handlers(app: Flask) -> None:
         response.status_code = err.status
         response.headers.update(err.headers)
         return response
+
+    @app.errorhandler(LaunchError)
+    def _launch(err):
+        return jsonify({"message": str(err)}), 503
 
     @app.errorhandler(WorkflowNotFound)
     def _not_found(err):

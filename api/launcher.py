@@ -19,6 +19,10 @@ from worker.celery_app import TASK_NAME
 from worker.executions import ExecutionStore, Status, now_ms
 
 
+class LaunchError(Exception):
+    """Redis or the broker refused: the execution was recorded as failed, nothing runs."""
+
+
 @dataclass
 class Launch:
     execution_id: str
@@ -70,28 +74,34 @@ class Launcher:
         }
         self.store.create(record)
         stream = None
-        channel = self.keys.execution_events(execution_id)
-        if response_mode != "onReceived":
-            local = self.settings.executions_mode == "regular"
-            stream = self.relay.open_local(channel) if local else self.relay.subscribe(channel)
-        payload = {
-            "record": record,
-            "workflow": raw,
-            "startNode": trigger,
-            "items": items,
-            "streaming": response_mode == "streaming" if streaming is None else streaming,
-            "responseMode": response_mode,
-            "pushRef": push_ref,
-        }
         try:
-            self._enqueue(payload)
+            if response_mode != "onReceived":
+                stream = self._open_stream(self.keys.execution_events(execution_id))
+            self._enqueue(
+                {
+                    "record": record,
+                    "workflow": raw,
+                    "startNode": trigger,
+                    "items": items,
+                    "streaming": response_mode == "streaming" if streaming is None else streaming,
+                    "responseMode": response_mode,
+                    "pushRef": push_ref,
+                }
+            )
         except Exception as err:
+            # Never leave a `new` record behind: it would hold its session's line until the
+            # queue timeout. Failing it also hands the turn to the next message.
             if stream is not None:
                 self.relay.unsubscribe(stream)
-            failed = {**record, "status": Status.ERROR, "error": f"could not enqueue: {err}"}
+            failed = {**record, "status": Status.ERROR, "error": f"could not start: {err}"}
             self.store.transition(failed, {Status.NEW})
-            raise
+            raise LaunchError(f"the execution could not be started: {err}") from err
         return Launch(execution_id, stream)
+
+    def _open_stream(self, channel: str) -> Stream:
+        if self.settings.executions_mode == "regular":
+            return self.relay.open_local(channel)
+        return self.relay.subscribe(channel)
 
     def _enqueue(self, payload: dict[str, Any]) -> None:
         if self.settings.executions_mode == "regular":

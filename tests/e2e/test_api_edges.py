@@ -86,3 +86,21 @@ def test_redis_connections_stay_constant_across_requests(deployment):
     after_500 = connections_to_port(api_process.pid, redis_port)
     assert after_5 > 0
     assert after_500 == after_5
+
+
+def test_an_unreachable_broker_gives_503_and_leaves_the_session_free(deployment):
+    from tests.e2e.deployment import free_port
+
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    dead_broker = f"redis://127.0.0.1:{free_port()}/0"
+    broken_api = deployment.start_api(CELERY_BROKER_URL=dead_broker)
+    response = httpx.post(
+        chat_url(broken_api, workflow), json={"sessionId": "s-503", "chatInput": "hi"}, timeout=60
+    )
+    assert response.status_code == 503
+    assert "could not be started" in response.json()["message"]
+    ids = deployment.redis.zrange(deployment.keys.workflow_executions(workflow["id"]), 0, -1)
+    assert [deployment.execution(i)["status"] for i in ids] == ["error"]
+    # The failed message does not hold the session's line: the next one runs at once.
+    reply = stream_chat(chat_url(deployment.base, workflow), "hi again", "s-503", timeout=10)
+    assert reply.text() == "You said: hi again"
