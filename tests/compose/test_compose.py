@@ -240,9 +240,17 @@ def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_kee
 
 def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     d = deployment
+    events = subprocess.Popen(
+        ["podman", "events", "--format", "{{.Time}} {{.Name}} {{.Status}}"],
+        env=d.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1)
     started = time.monotonic()
     down = d.compose("down", timeout=120)
     took = time.monotonic() - started
+    events.terminate()
+    timeline = [line for line in events.communicate()[0].splitlines() if "health" not in line]
+    down.stderr += "\n".join(["", "podman events:", *timeline])
     print(f"\ncompose down: {took:.1f} s")
     assert took < 10, (
         f"down took {took:.1f} s (a container waited out its stop timeout?)\n{down.stderr}"

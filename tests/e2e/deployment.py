@@ -20,7 +20,7 @@ import redis
 
 from api.workflow_store import WorkflowStore
 from mini_n8n.keys import Keys
-from mini_n8n.redis_server import free_port  # noqa: F401 (tests import it from here)
+from mini_n8n.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI_N8N = [sys.executable, "-m", "mini_n8n.cli"]
