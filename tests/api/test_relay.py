@@ -1,0 +1,50 @@
+"""The relay against a real Redis: confirmed subscriptions, ordering checks, bounded streams."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+
+from api.relay import Relay
+
+
+def publish(url: str, channel: str, body: dict) -> None:
+    client = redis.Redis.from_url(url)
+    client.publish(channel, json.dumps(body))
+    client.close()
+
+
+def test_a_subscription_is_live_when_subscribe_returns(redis_url, keys):
+    relay = Relay(redis_url)
+    channel = keys.execution_events("r1")
+    stream = relay.subscribe(channel)
+    publish(redis_url, channel, {"s": 0, "lines": "x\n"})  # published right after: not lost
+    assert stream.get(timeout=5) == {"s": 0, "lines": "x\n"}
+    relay.unsubscribe(stream)
+    assert relay.open_streams() == 0
+
+
+def test_a_gap_in_sequence_numbers_is_reported(redis_url, keys):
+    relay = Relay(redis_url)
+    channel = keys.execution_events("r2")
+    stream = relay.subscribe(channel)
+    publish(redis_url, channel, {"s": 1, "lines": "x\n"})
+    assert "lost" in stream.get(timeout=5)["relayError"]
+    relay.unsubscribe(stream)
+
+
+def test_a_stream_nobody_reads_is_cut_off_at_its_limit(redis_url, keys):
+    relay = Relay(redis_url, max_stream_bytes=10_000)
+    channel = keys.execution_events("r3")
+    stream = relay.subscribe(channel)
+    for seq in range(100):  # ~100 KB for a reader that never comes
+        publish(redis_url, channel, {"s": seq, "lines": "y" * 1000})
+    events = []
+    while (event := stream.get(timeout=2)) is not None:
+        events.append(event)
+        if "relayError" in event:
+            break
+    assert "not reading" in events[-1]["relayError"]
+    assert sum(len(e.get("lines", "")) for e in events) <= 10_000
+    assert relay.open_streams() == 0  # unsubscribed: nothing more is buffered for it
