@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import redis
 from flask import Flask, send_from_directory
 
 from api import errors, ops, push, rest, webhooks
 from api.runtime import ApiRuntime
 from mini_n8n.settings import Settings
+
+log = logging.getLogger("mini_n8n.api")
 
 
 def create_app(config: dict[str, Any] | None = None, settings: Settings | None = None) -> Flask:
@@ -42,10 +47,31 @@ def _editor():
 
 
 def _import_workflows(app: Flask, settings: Settings) -> None:
+    """Import and activate MINI_N8N_WORKFLOWS_DIR. If Redis is not up yet, keep trying in the
+    background rather than failing the api's start (it answers /readyz with 503 meanwhile)."""
     if not settings.workflows_dir:
         return
+    rt = app.extensions["mini_n8n"]
+    if not _import_once(rt, settings.workflows_dir):
+        threading.Thread(
+            target=_import_until_done, args=(rt, settings.workflows_dir), daemon=True
+        ).start()
+
+
+def _import_once(rt, folder: str) -> bool:
     from mini_n8n.importer import import_directory
 
-    rt = app.extensions["mini_n8n"]
-    for line in import_directory(rt.workflows, settings.workflows_dir, activate=True):
-        logging.getLogger("mini_n8n.api").info(line)
+    try:
+        for line in import_directory(rt.workflows, folder, activate=True):
+            log.info(line)
+        return True
+    except redis.RedisError as err:
+        log.warning("workflows not imported yet, Redis is not reachable: %s", err)
+        return False
+
+
+def _import_until_done(rt, folder: str) -> None:
+    delay = 0.5
+    while not _import_once(rt, folder):
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)

@@ -73,7 +73,11 @@ class EmbeddedRedis:
             "--maxclients", "20000",
             *persistence,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # A session of its own: a terminal's Ctrl-C must not stop Redis under the processes
+        # that still need it while they shut down; whoever started it stops it.
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while not reachable(self.url, timeout=0.2):
             if self.process.poll() is not None:

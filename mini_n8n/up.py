@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import os
 import secrets
 import signal
@@ -24,9 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from unittest import mock
 
-from mini_n8n import redis_server
 from mini_n8n.redis_server import EmbeddedRedis, free_port, reachable
 from mini_n8n.settings import Settings
 
@@ -136,19 +133,11 @@ def _redis(stack: Stack, settings: Settings, env: dict[str, str]) -> str:
         print(f"Redis: nothing answers at {settings.redis_url}; starting an embedded one")
     port = 6379 if _port_free(6379, "127.0.0.1") else free_port()
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    stack.redis = _start_detached(EmbeddedRedis(port=port, data_dir=str(DATA_DIR.resolve())))
+    stack.redis = EmbeddedRedis(port=port, data_dir=str(DATA_DIR.resolve())).start()
     # The broker follows: a CELERY_BROKER_URL pointing elsewhere would not answer either.
     env["CELERY_BROKER_URL"] = stack.redis.url
     print(f"Redis: embedded valkey-server at {stack.redis.url} (data in {DATA_DIR}/)")
     return stack.redis.url
-
-
-def _start_detached(server: EmbeddedRedis) -> EmbeddedRedis:
-    """Start the server in a session of its own, so the terminal's Ctrl-C does not stop Redis
-    under the api and workers before they have shut down. (EmbeddedRedis has no option for it.)"""
-    detached = functools.partial(subprocess.Popen, start_new_session=True)
-    with mock.patch.object(redis_server.subprocess, "Popen", detached):
-        return server.start()
 
 
 def _workflows_folder(option: str | None) -> Path | None:

@@ -65,6 +65,7 @@ class WorkerRuntime:
         self._running: dict[str, threading.Event] = {}
         self._closing = threading.Event()
         self._stop_listener = None
+        self._stop_all_at: float | None = None
         self._lock = threading.Lock()
         self._lease_thread: threading.Thread | None = None
         self._workflows: dict[str, tuple[str, Any]] = {}
@@ -179,18 +180,10 @@ class WorkerRuntime:
 
     # --- shutdown -------------------------------------------------------------------------
     def stop_all_after(self, grace_seconds: float) -> None:
-        """Warm shutdown: running executions may finish within the grace period; then they are
-        stopped, so their streams end with an error line instead of waiting on a dead worker."""
-
-        def stop_all() -> None:
-            with self._lock:
-                cancels = list(self._running.values())
-            for cancel in cancels:
-                cancel.set()
-
-        timer = threading.Timer(grace_seconds, stop_all)
-        timer.daemon = True
-        timer.start()
+        """Warm shutdown: running executions may finish within the grace period; then the lease
+        thread stops them, so their streams end with an error line instead of waiting on a dead
+        worker. (Called from a signal handler: it only sets a deadline.)"""
+        self._stop_all_at = time.monotonic() + grace_seconds
 
     def close(self) -> None:
         """Stop the background threads (leases, stop listener) once no execution runs."""
@@ -224,7 +217,7 @@ class WorkerRuntime:
                 for message in pubsub.listen():
                     if message.get("type") == "message":
                         self.stop(message["data"])
-            except (redis.RedisError, OSError, AttributeError) as err:
+            except (redis.RedisError, OSError, AttributeError, ValueError) as err:
                 if self._closing.is_set():
                     return
                 log.warning("stop listener lost Redis, reconnecting: %s", err)
@@ -239,6 +232,9 @@ class WorkerRuntime:
         while not self._closing.wait(1.0):
             with self._lock:
                 ids = list(self._running)
+                if self._stop_all_at is not None and time.monotonic() >= self._stop_all_at:
+                    for cancel in self._running.values():
+                        cancel.set()
             try:
                 self.store.renew_leases(ids, lease_ms)
                 if time.monotonic() - last_reap > REAP_EVERY_SECONDS:

@@ -48,6 +48,7 @@ CONTEXT_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", ".mini-n8n", "__pycache__", "*.pyc", "*.egg-info", ".pytest_cache",
     ".ruff_cache", "node_modules", "build", "dist", "wheels",
 )  # fmt: skip
+AARDVARK_DIR = Path("/run/containers/networks/aardvark-dns")
 NICE = ["nice", "-n", "10"]  # the machine's two cores are shared with other test runs
 
 
@@ -194,6 +195,7 @@ class Deployment:
             lambda: self.podman("rmi", "--all", "--force", timeout=120, check=False),
             self._stop_engine,
             lambda: self.podman("network", "rm", "--force", f"{self.project}_default", check=False),
+            lambda: _forget_dns(f"{self.project}_default"),
             lambda: _unmount_below(self.run_dir),
             lambda: shutil.rmtree(self.run_dir),
         ]
@@ -377,7 +379,22 @@ def _unmount_below(path: Path) -> None:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
+def _forget_dns(network: str) -> None:
+    """Drop aardvark-dns's records of a network whose containers were never torn down (a run
+    killed midway). Left there, a later network on the same subnet resolves `redis` to a dead
+    address."""
+    records = AARDVARK_DIR / network
+    if records.exists():
+        records.unlink()
+        pid_file = AARDVARK_DIR / "aardvark.pid"
+        pid = int(pid_file.read_text().strip() or 0) if pid_file.exists() else 0
+        if pid > 0 and _alive(pid):
+            os.kill(pid, signal.SIGHUP)  # reload its records
+
+
 def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
