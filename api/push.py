@@ -83,3 +83,13 @@ def _events(stream: Stream, close):
                 return
     finally:
         close()
+
+
+def end_all(reason: str) -> None:
+    """End every open push stream of this process (the api is shutting down): editor tabs are
+    endless streams and would otherwise hold the shutdown for the whole graceful timeout. The
+    browser reconnects to another api process and catches up over REST."""
+    with _open_lock:
+        streams = list(_open.values())
+    for stream in streams:
+        stream.fail(reason)

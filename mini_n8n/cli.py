@@ -81,6 +81,7 @@ def _api(args) -> int:
         "--bind", f"{os.environ.get('HOST', '0.0.0.0')}:{settings.port}",
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
         "--keep-alive", "5",
+        "--config", "python:api.gunicorn_conf",
         "--access-logfile", "-" if os.environ.get("MINI_N8N_ACCESS_LOG") else "/dev/null",
         "--access-logformat", ACCESS_LOG_FORMAT,
         "api.wsgi:app",

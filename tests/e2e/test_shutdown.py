@@ -1,0 +1,75 @@
+"""SIGTERM: the api ends editor push streams instead of waiting out its graceful timeout; a
+worker lets running executions finish within its grace period, then stops them."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.workflows import REDIS_CHAT, example, with_model_delay
+
+KEY = "shutdown-test-key"
+
+
+@pytest.fixture
+def deploy(redis_url):
+    deploy = Deployment(
+        redis_url,
+        MINI_N8N_API_KEY=KEY,
+        MINI_N8N_GRACEFUL_TIMEOUT="20",
+        MINI_N8N_SHUTDOWN_GRACE="1",
+        MINI_N8N_KEEPALIVE_SECONDS="1",
+    )
+    yield deploy
+    deploy.stop()
+
+
+def test_an_open_editor_push_stream_does_not_hold_the_api_at_sigterm(deploy):
+    base = deploy.start_api()
+    api = deploy.apis[0][0]
+    opened = threading.Event()
+    ended = []
+
+    def listen():
+        url = f"{base}/rest/push?pushRef=tab1&key={KEY}"
+        with httpx.stream("GET", url, timeout=60) as response:
+            for line in response.iter_lines():
+                opened.set()
+                if "pushError" in line:
+                    ended.append(line)
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    assert opened.wait(10)
+    started = time.monotonic()
+    api.proc.send_signal(signal.SIGTERM)
+    api.proc.wait(15)
+    assert time.monotonic() - started < 5  # not the 20 s graceful timeout
+    thread.join(5)
+    assert ended and "shutting down" in ended[0]
+
+
+def test_a_stopping_worker_stops_what_outlives_its_grace_period(deploy):
+    base = deploy.start_api()
+    worker = deploy.start_worker()
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 1000)))
+    signalled = []
+
+    def on_chunk(chunk):
+        if chunk["type"] == "item" and not signalled:
+            worker.proc.send_signal(signal.SIGTERM)
+            signalled.append(time.monotonic())
+
+    reply = stream_chat(chat_url(base, workflow), "What is 19 * 23?", "term", on_chunk=on_chunk)
+    assert reply.chunks[-1]["type"] == "error"
+    assert "stopped" in reply.chunks[-1]["content"]
+    # 1 s of grace, checked every second: the stream ends well before the answer would have.
+    assert reply.ended_at - signalled[0] < 4
+    assert deploy.execution(reply.headers["x-execution-id"])["status"] == "canceled"
+    worker.proc.wait(15)
