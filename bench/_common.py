@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mini_n8n.redis_server import EmbeddedRedis  # noqa: E402
+from mini_n8n.redis_server import scratch_redis  # noqa: E402
 
-
-@contextmanager
-def redis_server():
-    url = os.environ.get("TEST_REDIS_URL")
-    if url:
-        yield url
-        return
-    server = EmbeddedRedis().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+redis_server = scratch_redis  # TEST_REDIS_URL, else an embedded server for the run
 
 
 def pct(values: list[float], p: float) -> float:

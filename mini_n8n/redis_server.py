@@ -10,6 +10,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -104,3 +106,18 @@ class EmbeddedRedis:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+@contextmanager
+def scratch_redis(env_var: str = "TEST_REDIS_URL") -> Iterator[str]:
+    """A Redis for tests and benchmarks: the one named by `env_var`, else an embedded server
+    started for the occasion (no persistence) and stopped afterwards."""
+    url = os.environ.get(env_var)
+    if url:
+        yield url
+        return
+    server = EmbeddedRedis().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

