@@ -118,11 +118,18 @@ class WorkerRuntime:
         hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
         if payload.get("pushRef"):
             PushHooks(self.outbox, self.keys.push(payload["pushRef"]), record).attach(hooks)
-        timer = threading.Timer(self.settings.execution_timeout_seconds, cancel.set)
+        limit = self.settings.execution_timeout_seconds
+        timed_out = threading.Event()
+
+        def time_out() -> None:
+            timed_out.set()
+            cancel.set()
+
+        timer = threading.Timer(limit, time_out)
         timer.daemon = True
         timer.start()
         try:
-            return run_workflow(
+            run = run_workflow(
                 self._workflow(payload["workflow"]),
                 payload["items"],
                 start_node=payload.get("startNode"),
@@ -135,6 +142,10 @@ class WorkerRuntime:
             )
         finally:
             timer.cancel()
+        if run.status == "canceled" and timed_out.is_set():
+            run.status = "error"
+            run.error = f"The execution timed out after {limit:g} s (MINI_N8N_EXECUTION_TIMEOUT)."
+        return run
 
     def _finish(self, payload: dict[str, Any], record: dict[str, Any], run: Run) -> None:
         final = {

@@ -73,3 +73,19 @@ def test_a_stopping_worker_stops_what_outlives_its_grace_period(deploy):
     assert reply.ended_at - signalled[0] < 4
     assert deploy.execution(reply.headers["x-execution-id"])["status"] == "canceled"
     worker.proc.wait(15)
+
+
+def test_an_execution_over_its_time_limit_fails_with_a_readable_error(redis_url):
+    deploy = Deployment(redis_url, MINI_N8N_EXECUTION_TIMEOUT="1")
+    try:
+        base = deploy.start_api()
+        deploy.start_worker()
+        workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 500)))
+        reply = stream_chat(chat_url(base, workflow), "What is 19 * 23?", "slow", timeout=30)
+        assert reply.chunks[-1]["type"] == "error"
+        assert "timed out after 1 s" in reply.chunks[-1]["content"]
+        record = deploy.execution(reply.headers["x-execution-id"])
+        assert record["status"] == "error" and "timed out" in record["error"]
+        assert deploy.chat_list("slow") == []  # no half turn in memory
+    finally:
+        deploy.stop()
