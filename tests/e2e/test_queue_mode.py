@@ -137,3 +137,49 @@ def test_a_quiet_stream_gets_keepalive_lines_and_completes(deployment):
     assert reply.types()[-1] == "end"
     keepalives = [c for c in reply.chunks if c["type"] == "keepalive"]
     assert len(keepalives) >= 8  # two quiet gaps of 6 s, a keepalive line each second
+
+
+def test_respond_to_webhook_sets_status_headers_and_body(deployment):
+    path = f"respond-{fresh_ids(example(GREETING))['id']}"
+    workflow = fresh_ids(
+        {
+            "name": "Respond",
+            "nodes": [
+                {"id": "w", "name": "Webhook", "type": "n8n-nodes-base.webhook", "typeVersion": 2,
+                 "position": [0, 0], "webhookId": "x",
+                 "parameters": {"httpMethod": "POST", "path": path, "responseMode": "responseNode"}},
+                {"id": "r", "name": "Respond to Webhook", "type": "n8n-nodes-base.respondToWebhook",
+                 "typeVersion": 1.1, "position": [200, 0],
+                 "parameters": {
+                     "respondWith": "json",
+                     "responseBody": '={"hello": "{{ $json.body.name }}", "n": {{ $json.body.n * 2 }}}',
+                     "options": {"responseCode": 201,
+                                 "responseHeaders": {"entries": [{"name": "X-Greeting", "value": "hi"}]}}}},
+            ],
+            "connections": {"Webhook": {"main": [[{"node": "Respond to Webhook", "type": "main", "index": 0}]]}},
+        }
+    )  # fmt: skip
+    workflow["nodes"][0]["parameters"]["path"] = path
+    deployment.activate(workflow)
+    response = httpx.post(
+        f"{deployment.base}/webhook/{path}", json={"name": "Ada", "n": 21}, timeout=30
+    )
+    assert response.status_code == 201
+    assert response.headers["x-greeting"] == "hi"
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json() == {"hello": "Ada", "n": 42}
+    assert response.headers["x-execution-id"]
+
+
+def test_a_failed_run_in_last_node_mode_is_a_500_with_the_error(deployment):
+    workflow = fresh_ids(example(GREETING))
+    assignments = workflow["nodes"][1]["parameters"]["assignments"]["assignments"]
+    assignments[0]["value"] = "={{ $json.body.nothing.deeper }}"
+    deployment.activate(workflow)
+    path = workflow["nodes"][0]["parameters"]["path"]
+    response = httpx.post(f"{deployment.base}/webhook/{path}", json={}, timeout=30)
+    assert response.status_code == 500
+    body = response.json()
+    assert body["message"] == "Error in workflow"
+    assert "Cannot read properties of undefined" in body["error"]
+    assert deployment.execution(response.headers["x-execution-id"])["status"] == "error"
