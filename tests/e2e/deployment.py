@@ -28,10 +28,10 @@ START_TIMEOUT = 30.0
 
 
 class Process:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str]):
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], cwd: Path = ROOT):
         self.name = name
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.lines: list[str] = []
         self._ready = threading.Event()
