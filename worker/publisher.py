@@ -34,9 +34,15 @@ class Outbox:
         self._seq: dict[str, int] = {}
         self._flushed: dict[str, threading.Event] = {}
         self._thread: threading.Thread | None = None
+        self._busy = False
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    def idle(self) -> bool:
+        """Nothing waits to be published and no publish is in flight."""
+        with self._lock:
+            return not self._pending and not self._flushed and not self._busy
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         """An editor push event: {"type": ..., "data": ...}."""
@@ -67,8 +73,11 @@ class Outbox:
             self._wake.clear()
             with self._lock:
                 batch, self._pending = self._pending, OrderedDict()
+                self._busy = bool(batch)
             if batch:
                 self._publish(batch)
+            with self._lock:
+                self._busy = False
 
     def _publish(self, batch: OrderedDict[str, list[Any]]) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -128,6 +137,9 @@ class LocalOutbox:
         self._deliver = deliver  # (channel, message) -> None
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    def idle(self) -> bool:
+        return True  # delivery is synchronous
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         line = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n"

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -66,6 +67,7 @@ class WorkerRuntime:
         self._closing = threading.Event()
         self._stop_listener = None
         self._stop_all_at: float | None = None
+        self._exit_when_idle_after: float | None = None
         self._lock = threading.Lock()
         self._lease_thread: threading.Thread | None = None
         self._workflows: dict[str, tuple[str, Any]] = {}
@@ -195,6 +197,22 @@ class WorkerRuntime:
         thread stops them, so their streams end with an error line instead of waiting on a dead
         worker. (Called from a signal handler: it only sets a deadline.)"""
         self._stop_all_at = time.monotonic() + grace_seconds
+        # Celery's own warm shutdown of a gevent worker can take seconds after the last task
+        # (and occasionally far longer); once nothing runs and everything is published, there
+        # is nothing left to protect: the lease thread then ends the process.
+        self._exit_when_idle_after = time.monotonic() + 1.0
+
+    def _exit_if_done(self, running: list[str]) -> None:
+        exit_after = self._exit_when_idle_after
+        if exit_after is None or running or time.monotonic() < exit_after:
+            return
+        if not self.outbox.idle():
+            return
+        log.warning("shutting down: no execution left, exiting")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
 
     def close(self) -> None:
         """Stop the background threads (leases, stop listener) once no execution runs."""
@@ -246,6 +264,7 @@ class WorkerRuntime:
                 if self._stop_all_at is not None and time.monotonic() >= self._stop_all_at:
                     for cancel in self._running.values():
                         cancel.set()
+            self._exit_if_done(ids)
             try:
                 self.store.renew_leases(ids, lease_ms)
                 if time.monotonic() - last_reap > REAP_EVERY_SECONDS:
