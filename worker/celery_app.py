@@ -43,7 +43,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
     def run_execution(payload: dict) -> str:
         return runtime(app.settings).run(payload)
 
+    def ready(**_):
+        # Start the runtime's background thread now, not lazily: it renews leases, reaps
+        # executions of lost workers, and watches over this worker's own shutdown.
+        runtime(app.settings).start_background()
+
     def shutting_down(**_):
+        # Runs inside a signal handler: only set deadlines, the background thread acts on them.
         if _runtime is not None:
             _runtime.stop_all_after(settings.shutdown_grace_seconds)
 
@@ -52,7 +58,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
             _runtime.close()
 
     # Kept on the app: Celery holds signal receivers weakly.
-    app._mini_n8n_receivers = (shutting_down, shut_down)
+    app._mini_n8n_receivers = (ready, shutting_down, shut_down)
+    signals.worker_ready.connect(ready, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
     return app

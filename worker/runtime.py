@@ -223,6 +223,9 @@ class WorkerRuntime:
                 listener.connection.disconnect()
 
     # --- leases ---------------------------------------------------------------------------
+    def start_background(self) -> None:
+        self._ensure_lease_thread()
+
     def _ensure_lease_thread(self) -> None:
         with self._lock:
             if self._lease_thread is None:
