@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import signal
 import threading
@@ -91,32 +90,40 @@ def test_a_killed_worker_ends_the_stream_with_an_error_line(two_workers, redis_u
 
 
 def test_one_sessions_messages_run_in_arrival_order(two_workers):
+    """Messages overlap (each is sent while the previous one still runs, alternating between
+    the two apis and so the two workers), but each is sent only once the previous one has been
+    accepted, so their arrival order is known."""
     deploy = two_workers
-    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 20)))
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 50)))
     session = "ordered"
     count = 6
-    arrival = threading.Lock()
-    sent_order = []
-
-    def send(i):
+    replies: list = [None] * count
+    threads = []
+    for i in range(count):
+        accepted = threading.Event()  # the response started: the api has queued the message
         base = deploy.api_a if i % 2 == 0 else deploy.api_b
-        with arrival:
-            sent_order.append(i)
-        return stream_chat(chat_url(base, workflow), f"message {i}", session)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
-        replies = list(pool.map(send, range(count)))
+        def send(i=i, base=base, accepted=accepted):
+            replies[i] = stream_chat(
+                chat_url(base, workflow), f"message {i}", session, on_chunk=lambda _: accepted.set()
+            )
+            accepted.set()
+
+        threads.append(threading.Thread(target=send))
+        threads[-1].start()
+        assert accepted.wait(30)
+    for thread in threads:
+        thread.join(60)
     records = [deploy.execution(r.headers["x-execution-id"]) for r in replies]
     assert all(r["status"] == "success" for r in records)
-    by_arrival = sorted(records, key=lambda r: r["createdAt"])
-    # One at a time: each starts after the previous one of the session stopped.
-    for before, after in zip(by_arrival, by_arrival[1:], strict=False):
+    # One at a time, in arrival order: each starts after the previous one stopped.
+    for before, after in zip(records, records[1:], strict=False):
         assert after["startedAt"] >= before["stoppedAt"]
-    # Memory holds every turn, whole and in the order the messages arrived.
+    # They really overlapped on the client side: each was sent before the previous answered.
+    assert any(r.sent_at < prev.ended_at for prev, r in zip(replies, replies[1:], strict=False))
+    # Memory holds every turn, whole and in arrival order.
     stored = [json.loads(x) for x in deploy.redis.lrange(deploy.keys.chat(session), 0, -1)][::-1]
-    humans = [m["data"]["content"] for m in stored if m["type"] == "human"]
-    expected = [r["id"] for r in by_arrival]
-    assert len(stored) == 2 * count
     assert [m["type"] for m in stored] == ["human", "ai"] * count
-    ids_by_message = {f"message {i}": r.headers["x-execution-id"] for i, r in enumerate(replies)}
-    assert [ids_by_message[h] for h in humans] == expected
+    assert [m["data"]["content"] for m in stored if m["type"] == "human"] == [
+        f"message {i}" for i in range(count)
+    ]
