@@ -30,8 +30,9 @@ class RelayError(Exception):
 class Stream:
     """The events of one execution on their way to one HTTP response."""
 
-    def __init__(self, channel: str, max_bytes: int, ordered: bool = True):
+    def __init__(self, channel: str, max_bytes: int, ordered: bool = True, local: bool = False):
         self.channel = channel
+        self.local = local  # fed from inside this process (regular mode), not by Redis
         self.ordered = ordered  # one publisher, numbered events (executions); not for push
         self.max_bytes = max_bytes
         self.confirmed = threading.Event()
@@ -107,8 +108,7 @@ class Relay:
 
     def open_local(self, channel: str) -> Stream:
         """A stream fed from inside this process (regular mode): no Redis subscription."""
-        stream = Stream(channel, self.max_stream_bytes)
-        stream.local = True
+        stream = Stream(channel, self.max_stream_bytes, local=True)
         with self._lock:
             self._local[channel] = stream
         return stream
@@ -121,7 +121,7 @@ class Relay:
 
     def unsubscribe(self, stream: Stream) -> None:
         with self._lock:
-            if getattr(stream, "local", False):
+            if stream.local:
                 self._local.pop(stream.channel, None)
                 return
             if self._streams.get(stream.channel) is not stream:

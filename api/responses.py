@@ -22,6 +22,7 @@ from typing import Any
 from flask import Response, jsonify
 
 from api.launcher import Launch
+from engine.run_data import Run
 from worker.executions import FINISHED, ExecutionStore, Status
 
 log = logging.getLogger("mini_n8n.api")
@@ -89,18 +90,15 @@ class Outcome:
 
 
 def _result_from_record(record: dict[str, Any]) -> dict[str, Any]:
-    output = None
-    last = record.get("lastNodeExecuted")
-    runs = (record.get("runData") or {}).get(last) or []
-    if runs:
-        for branch in (runs[-1].get("data") or {}).get("main") or []:
-            if branch:
-                output = branch[0].get("json")
-                break
+    run = Run(
+        status=record["status"],
+        run_data=record.get("runData") or {},
+        last_node=record.get("lastNodeExecuted"),
+    )
     return {
         "status": record["status"],
         "error": record.get("error"),
-        "output": output,
+        "output": run.first_json(),
         "fromRecord": True,  # the real final event never came
     }
 

@@ -32,9 +32,10 @@ class Run:
 
     def last_output(self) -> list[dict[str, Any]]:
         """Items of the last executed main node: n8n's lastNode response source."""
-        if not self.last_node:
+        runs = self.run_data.get(self.last_node) if self.last_node else None
+        if not runs:
             return []
-        task = self.run_data[self.last_node][-1]
+        task = runs[-1]
         for branch in task.get("data", {}).get("main", []):
             if branch:
                 return branch
