@@ -9,25 +9,40 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Flask, send_from_directory
+from flask import Flask, Response, send_from_directory
+from flask.json.provider import DefaultJSONProvider
 
 from api import errors, ops, push, rest, webhooks
 from api.runtime import ApiRuntime
+from core.jsontext import dumps
 from mini_n8n.settings import Settings
 
 log = logging.getLogger("mini_n8n.api")
+
+# The editor is our own static files: nothing inline, nothing from elsewhere, never in a frame.
+EDITOR_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+class JSONProvider(DefaultJSONProvider):
+    """jsonify writes what JSON.stringify would (core.jsontext): no NaN, no lone surrogates."""
+
+    def dumps(self, obj, **kwargs) -> str:
+        return dumps(obj, default=kwargs.get("default", self.default))
 
 
 def create_app(config: dict[str, Any] | None = None, settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     app = Flask(__name__)
-    app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, JSON_SORT_KEYS=False)
-    app.json.sort_keys = False
-    app.json.ensure_ascii = False
+    app.json = JSONProvider(app)
+    app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes)
     if config:
         app.config.update(config)
     rt = app.extensions["mini_n8n"] = ApiRuntime(settings)
     app.before_request(rt.warm)
+    app.after_request(_nosniff)
     errors.register_error_handlers(app)
     app.register_blueprint(ops.bp)
     app.register_blueprint(webhooks.bp)
@@ -43,6 +58,14 @@ def _editor():
     response = send_from_directory(Path(__file__).parent / "static" / "editor", "index.html")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Content-Security-Policy"] = EDITOR_CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    return response
+
+
+def _nosniff(response: Response) -> Response:
+    # Every answer is read as the type it declares: JSON and NDJSON never as a script or page.
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
     return response
 
 

@@ -14,7 +14,6 @@ A file whose type `allowedFilesMimeTypes` does not list -> 400.
 from __future__ import annotations
 
 import base64
-import json
 import mimetypes
 from pathlib import PurePath
 from typing import Any
@@ -23,6 +22,7 @@ from flask import Request
 from werkzeug.datastructures import FileStorage
 
 from api.errors import ApiError
+from core.jsontext import JSONTextError, loads_request
 
 FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
     ("application/json", "json"),
@@ -66,9 +66,9 @@ def multipart_item(request: Request, settings, allowed_types: object) -> dict[st
 
 def _metadata(text: str) -> Any:
     try:
-        value = json.loads(text) if text else None
-    except ValueError:
-        raise ApiError(400, '"metadata" must be a JSON object') from None
+        value = loads_request(text) if text else None
+    except JSONTextError as err:
+        raise ApiError(400, f'"metadata" must be a JSON object: {err}') from None
     if value is not None and not isinstance(value, dict):
         raise ApiError(400, '"metadata" must be a JSON object')
     return value

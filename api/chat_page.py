@@ -11,13 +11,15 @@ inline script and style run, so even a slip in escaping could not run injected c
 from __future__ import annotations
 
 import functools
-import json
 import re
 import secrets
 from pathlib import Path
 from typing import Any
 
 from flask import Response
+
+from api import cors
+from core.jsontext import dumps
 
 STATIC = Path(__file__).parent / "static" / "chat"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -26,7 +28,7 @@ SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u
 
 def escape_for_script(value: Any) -> str:
     """JSON that can sit inside <script>: no `</script>`, `<!--` or JS line terminators."""
-    text = json.dumps(value, ensure_ascii=False)
+    text = dumps(value)
     return re.sub("[<>&\u2028\u2029]", lambda m: SCRIPT_ESCAPES[m.group(0)], text)
 
 
@@ -75,7 +77,8 @@ def page_response(workflow, params: dict[str, Any]) -> Response:
     nonce = secrets.token_urlsafe(16)
     csp = (
         f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+        f"frame-ancestors {cors.frame_ancestors(params['options'].get('allowedOrigins'))}"
     )
     html = render_page(page_config(workflow, params), nonce)
     return Response(

@@ -15,22 +15,21 @@ from typing import Any
 from flask import Request, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from api import cors
+from api import bodies, cors
 from api.auth import check_webhook_auth
 from api.chat_files import multipart_item
 from api.chat_page import page_response
 from api.errors import ApiError
 from engine.context import merged_parameters
-from engine.expressions import ExpressionData, resolve
+from engine.errors import EngineError, SessionKeyRefused
 from engine.nodes.chat_trigger import ChatTrigger
+from engine.previous_session import previous_session as load_previous_session
 from engine.workflow import Node, Workflow
-from memory.redis import RedisMemory
-from mini_n8n.credentials import CredentialError
 
 MAX_SESSION_ID = 256
-CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Session ids become Redis keys and header values: no control characters, no lone surrogates.
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 ACTIONS = ("sendMessage", "loadPreviousSession")
-REDIS_MEMORY = "@n8n/n8n-nodes-langchain.memoryRedisChat"
 
 
 def chat_options(node: Node) -> dict[str, Any]:
@@ -105,14 +104,7 @@ def chat_item(request: Request, settings, options: dict[str, Any]) -> dict[str, 
 def json_body(request: Request) -> dict[str, Any]:
     # Any content type but multipart is read as JSON: some clients send text/plain to skip the
     # CORS preflight, and the origin is checked either way.
-    if not request.get_data(cache=True):
-        raise ApiError(400, "The request body must be a JSON object")
-    body = request.get_json(force=True, silent=True)
-    if body is None:
-        raise ApiError(400, "The request body is not valid JSON")
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object")
-    return body
+    return bodies.json_object(request)
 
 
 def validate_chat_body(body: dict[str, Any]) -> None:
@@ -126,7 +118,9 @@ def validate_chat_body(body: dict[str, Any]) -> None:
         if len(session_id) > MAX_SESSION_ID:
             raise ApiError(400, f'"sessionId" must be at most {MAX_SESSION_ID} characters')
         if CONTROL_CHARS.search(session_id):
-            raise ApiError(400, '"sessionId" must not contain control characters')
+            raise ApiError(
+                400, '"sessionId" must not contain control characters or lone surrogates'
+            )
     if action == "sendMessage" and not isinstance(body.get("chatInput"), str):
         raise ApiError(400, '"chatInput" must be a string')
     if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
@@ -134,37 +128,16 @@ def validate_chat_body(body: dict[str, Any]) -> None:
 
 
 def previous_session(rt, workflow, node, params, body, headers) -> Response:
-    """n8n answers from the memory connected to the trigger, without running the workflow."""
+    """n8n answers from the memory connected to the trigger, without running the workflow; the
+    engine finds and reads it exactly as an execution would (engine/previous_session.py)."""
     data: list[dict[str, Any]] = []
     if params["options"].get("loadPreviousSession") == "memory":
-        memory_node = next(iter(workflow.sub_nodes(node.name, "ai_memory")), None)
-        if memory_node is None:
-            raise ApiError(500, "loadPreviousSession is set to memory but no memory is connected")
-        backend = memory_backend(rt, memory_node)
-        if backend is not None:
-            key = memory_session_key(memory_node, body)
-            data = [m.to_serialized() for m in backend.messages(key)]
+        try:
+            data = load_previous_session(workflow, node, body, rt.engine_services())
+        except SessionKeyRefused as err:  # the client's session id names one of our own keys
+            raise ApiError(400, str(err)) from None
+        except EngineError as err:  # the workflow's configuration: nothing the client can fix
+            raise ApiError(500, str(err)) from None
     response = jsonify({"data": data})
     response.headers.update(headers)
     return response
-
-
-def memory_backend(rt, memory_node: Node):
-    if memory_node.type != REDIS_MEMORY:
-        # Simple Memory lives inside the workers; the api process cannot read it.
-        return None
-    ref = (memory_node.credentials or {}).get("redis")
-    if not ref:
-        return rt.memory
-    try:
-        return RedisMemory(rt.redis_for_credential(ref), rt.keys)
-    except CredentialError as err:  # names the credential, never a secret
-        raise ApiError(500, f"{memory_node.name}: {err}") from None
-
-
-def memory_session_key(memory_node: Node, body: dict[str, Any]) -> str:
-    params = memory_node.parameters
-    if params.get("sessionIdType") == "customKey":
-        value = resolve(params.get("sessionKey", ""), ExpressionData(json=body))
-        return str(value or "")
-    return str(body.get("sessionId") or "")

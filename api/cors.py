@@ -13,6 +13,7 @@ What n8n does and where we differ (DESIGN section 4):
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from flask import Request, Response
@@ -21,6 +22,8 @@ from api.errors import ApiError
 
 EXPOSED = "X-Execution-Id, X-Session-Id"
 MAX_AGE = "300"  # seconds a browser may cache a preflight, as n8n
+# scheme://host[:port]; anything else cannot be a CSP source and is left out of frame-ancestors.
+ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(?:\[[0-9a-f:.]+\]|[a-z0-9.*-]+)(?::\d{1,5})?")
 
 
 def allowed_origins(setting: object) -> list[str]:
@@ -32,6 +35,14 @@ def origin_allowed(origin: str, allowed: list[str], request: Request) -> bool:
     if "*" in allowed or origin.rstrip("/").lower() in allowed:
         return True
     return urlsplit(origin).netloc.lower() == request.host.lower()
+
+
+def frame_ancestors(setting: object) -> str:
+    """Who may put the hosted chat page in a frame: the page itself and the allowed origins."""
+    allowed = allowed_origins(setting)
+    if "*" in allowed:
+        return "*"
+    return " ".join(["'self'", *(o for o in allowed if ORIGIN.fullmatch(o))])
 
 
 def cors_headers(setting: object, request: Request) -> dict[str, str]:

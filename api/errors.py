@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from flask import Flask, jsonify
+import logging
+
+import redis
+from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from api.launcher import LaunchError
 from api.workflow_store import ActivationError, WorkflowNotFound
 from engine.errors import EngineError
+
+log = logging.getLogger("mini_n8n.api")
+
+# How soon a client may try again when Redis or the broker is unreachable: a restart takes seconds.
+REDIS_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -29,7 +37,10 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(LaunchError)
     def _launch(err):
-        return jsonify({"message": str(err)}), 503
+        response = jsonify({"message": str(err)})
+        response.status_code = 503
+        response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_SECONDS)
+        return response
 
     @app.errorhandler(WorkflowNotFound)
     def _not_found(err):
@@ -48,3 +59,19 @@ def register_error_handlers(app: Flask) -> None:
         response = jsonify({"message": err.description or err.name})
         response.status_code = err.code or 500
         return response
+
+    @app.errorhandler(redis.ConnectionError)
+    @app.errorhandler(redis.TimeoutError)
+    def _redis_unreachable(err):
+        # Nothing was started: every handler talks to Redis before it launches anything.
+        log.warning("%s %s: Redis is unreachable: %s", request.method, request.path, err)
+        response = jsonify({"message": "Redis is unreachable; try again shortly"})
+        response.status_code = 503
+        response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_SECONDS)
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(err: Exception):
+        # A bug: the traceback goes to the log, the client gets JSON without internals.
+        log.exception("%s %s failed", request.method, request.path)
+        return jsonify({"message": "Internal server error"}), 500

@@ -9,7 +9,6 @@ logged here; `mini-n8n api` keeps query strings out of its access log).
 
 from __future__ import annotations
 
-import json
 import threading
 
 from flask import Blueprint, Response, request
@@ -19,6 +18,7 @@ from api.relay import RelayError, Stream
 from api.rest import auth
 from api.rest.workflows import PUSH_REF
 from api.runtime import runtime
+from core.jsontext import dumps
 
 bp = Blueprint("push", __name__)
 
@@ -75,11 +75,11 @@ def _events(stream: Stream, close):
             if event is None:
                 yield ": heartbeat\n\n"
             elif "push" in event:
-                yield f"data: {json.dumps(event['push'], ensure_ascii=False)}\n\n"
+                yield f"data: {dumps(event['push'])}\n\n"
             elif "relayError" in event:
                 # End the stream; the browser reconnects and catches up over REST.
                 payload = {"type": "pushError", "data": {"message": event["relayError"]}}
-                yield f"data: {json.dumps(payload)}\n\n"
+                yield f"data: {dumps(payload)}\n\n"
                 return
     finally:
         close()

@@ -67,7 +67,12 @@ class Stream:
             return data
         with self._lock:
             self._bytes -= len(data)
-        event = json.loads(data)
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return {"relayError": "an event of this execution could not be read"}
+        if not isinstance(event, dict):
+            return {"relayError": "an event of this execution could not be read"}
         if "s" not in event:
             return event  # a control message (a stop of a queued execution)
         if self.ordered and event.get("s") != self.next_seq:
@@ -159,7 +164,7 @@ class Relay:
                 conn.disconnect()
         streams, self._streams = self._streams, {}
         for stream in streams.values():
-            stream.fail("the api lost its connection to Redis")
+            stream.fail("Redis was unreachable: the api lost its connection to it")
             stream.confirmed.set()
 
     def _dispatch(self, conn) -> None:
@@ -172,7 +177,10 @@ class Relay:
                         log.warning("relay connection lost: %s", err)
                         self._reset()
                 return
-            self._route(reply)
+            try:
+                self._route(reply)
+            except Exception:  # one bad message must not end every stream of this process
+                log.exception("relay: a message could not be routed")
 
     def _route(self, reply) -> None:
         if not isinstance(reply, list) or len(reply) < 3:
@@ -186,6 +194,6 @@ class Relay:
         if kind == "subscribe":
             stream.confirmed.set()
         elif kind == "message":
-            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
             if not stream.put(text):
                 self.unsubscribe(stream)

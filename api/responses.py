@@ -14,14 +14,16 @@ follows within about one token or one keepalive interval.
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import redis
 from flask import Response, jsonify
 
 from api.launcher import Launch
+from core.jsontext import dumps
 from engine.run_data import Run
 from worker.executions import FINISHED, ExecutionStore, Status
 
@@ -41,6 +43,7 @@ class Outcome:
         self.store = store
         self.relay = relay
         self.settings = settings
+        self._unreachable_since: float | None = None
 
     def events(self) -> Iterator[dict[str, Any] | None]:
         """Yields events; None means a quiet interval passed and the execution is still alive.
@@ -50,7 +53,7 @@ class Outcome:
             while True:
                 event = stream.get(timeout=self.settings.keepalive_seconds)
                 if event is None:
-                    ended = self._check()
+                    ended = self._check_reachable()
                     if ended is not None:
                         yield from self._await_done(stream, ended)
                         return
@@ -77,6 +80,22 @@ class Outcome:
                 if "done" in event:
                     return
         yield ended
+
+    def _check_reachable(self) -> dict[str, Any] | None:
+        """`_check`, tolerating Redis being unreachable for up to a lease: the execution may
+        well go on meanwhile. Past that, the stream ends with an error that says so."""
+        try:
+            ended = self._check()
+        except redis.RedisError as err:
+            self._unreachable_since = self._unreachable_since or time.monotonic()
+            waited = time.monotonic() - self._unreachable_since
+            log.warning("execution %s: Redis unreachable: %s", self.launch.execution_id, err)
+            if waited < self.settings.lease_seconds:
+                return None
+            error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
+            return {"done": {"status": Status.ERROR, "error": error}}
+        self._unreachable_since = None
+        return ended
 
     def _check(self) -> dict[str, Any] | None:
         record = self.store.mark_crashed_if_lost(
@@ -184,11 +203,11 @@ def output_text(output: Any) -> str:
                 return output[key]
     if output is None:
         return ""
-    return json.dumps(output, ensure_ascii=False)
+    return dumps(output)
 
 
 def _line(chunk: dict[str, Any]) -> str:
-    return json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return dumps(chunk) + "\n"
 
 
 # --- waiting modes ----------------------------------------------------------------------------

@@ -12,7 +12,9 @@ from flask import current_app
 from api.launcher import Launcher
 from api.relay import Relay
 from api.workflow_store import WorkflowStore
+from engine.services import Services
 from memory.redis import RedisMemory
+from memory.window import InProcessMemory
 from mini_n8n.keys import Keys
 from mini_n8n.settings import Settings
 from worker.executions import ExecutionStore
@@ -25,7 +27,7 @@ REDIS_POOL_SIZE = 8
 class ApiRuntime:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys.from_settings(settings)
         pool = redis.BlockingConnectionPool.from_url(
             settings.redis_url,
             max_connections=REDIS_POOL_SIZE,
@@ -88,6 +90,18 @@ class ApiRuntime:
                 if self._redis_connections is None:
                     self._redis_connections = RedisConnections(store, self.redis)
         return self._redis_connections(ref)
+
+    def engine_services(self) -> Services:
+        """What engine code run in the api (loadPreviousSession) is lent: this deployment's Redis,
+        keys and Redis credentials. Simple Memory gets an empty memory: its sessions live inside
+        the worker processes, which the api cannot read."""
+        return Services(
+            redis=self.redis,
+            keys=self.keys,
+            simple_memory=InProcessMemory(),
+            queue_mode=self.settings.executions_mode == "queue",
+            redis_for_credential=self.redis_for_credential,
+        )
 
     def celery(self):
         with self._lock:

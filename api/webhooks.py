@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from api import bodies
 from api.chat_trigger import chat_preflight, handle_chat
 from api.errors import ApiError
 from api.responses import (
@@ -80,9 +81,7 @@ def _trigger_for(workflow, method: str, path: str):
 def webhook_item(path: str) -> dict[str, Any]:
     """The Webhook node's output item, as n8n builds it from the request."""
     if request.is_json:
-        body = request.get_json(silent=True)
-        if body is None and request.get_data():
-            raise ApiError(400, "The request body is not valid JSON")
+        body = bodies.json_value(request)
     elif request.form:
         body = request.form.to_dict()
     else:

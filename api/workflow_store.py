@@ -9,6 +9,7 @@ import secrets
 import threading
 from typing import Any
 
+from core.jsontext import dumps
 from engine.errors import WorkflowValidationError
 from engine.webhooks import WebhookSpec, workflow_webhooks
 from engine.workflow import Workflow, load_workflow
@@ -46,7 +47,7 @@ class WorkflowStore:
         if data["active"]:
             self._check_conflicts(workflow)
         pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.keys.workflow(workflow.id), json.dumps(data, ensure_ascii=False))
+        pipe.set(self.keys.workflow(workflow.id), dumps(data))
         pipe.sadd(self.keys.workflows(), workflow.id)
         if data["active"]:
             self._unregister(pipe, existing)
@@ -102,7 +103,7 @@ class WorkflowStore:
         pipe = self.client.pipeline(transaction=True)
         self._unregister(pipe, data)
         self._register(pipe, workflow)
-        pipe.set(self.keys.workflow(workflow_id), json.dumps(data, ensure_ascii=False))
+        pipe.set(self.keys.workflow(workflow_id), dumps(data))
         pipe.execute()
         warnings = []
         if queue_mode and any(n.type == SIMPLE_MEMORY for n in workflow.nodes.values()):
@@ -119,7 +120,7 @@ class WorkflowStore:
         data["active"] = False
         pipe = self.client.pipeline(transaction=True)
         self._unregister(pipe, data)
-        pipe.set(self.keys.workflow(workflow_id), json.dumps(data, ensure_ascii=False))
+        pipe.set(self.keys.workflow(workflow_id), dumps(data))
         pipe.execute()
 
     # --- webhook lookup -------------------------------------------------------------------

@@ -1,8 +1,12 @@
-"""The session fields shared by the memory nodes (n8n's memory/descriptions.ts)."""
+"""The session fields shared by the memory nodes (n8n's memory/descriptions.ts), and whose
+memory a session is: `memory_scope` is the one rule that keeps a protected chat's memory apart."""
 
 from __future__ import annotations
 
+from engine.context import merged_parameters
 from engine.errors import NodeExecutionError
+
+CHAT_TRIGGER = "@n8n/n8n-nodes-langchain.chatTrigger"
 
 SESSION_DEFAULTS = {
     "sessionIdType": "fromInput",
@@ -27,6 +31,26 @@ def session_id(ctx) -> str:
     if value in (None, ""):
         raise NodeExecutionError("No session ID found", node=ctx.node.name)
     return str(value)
+
+
+def memory_scope(workflow) -> str | None:
+    """The workflow id whose private namespace holds this workflow's chat memory, or None when
+    it shares the public one.
+
+    A chat that asks for a login (`authentication` other than none) or is not public keeps its
+    memory to itself: otherwise anyone knowing a session id could read it through a public chat's
+    loadPreviousSession, or write into it by chatting there. The trigger's options are read as
+    the api reads them (node parameters over the trigger's defaults; `public` defaults to false).
+    Webhook-triggered and public chat workflows share the public namespace (n8n's behaviour).
+    A workflow without an id (a file run with `mini-n8n run`) is scoped under the empty id.
+    """
+    for node in workflow.nodes.values():  # disabled ones too: when in doubt, keep it private
+        if node.type != CHAT_TRIGGER:
+            continue
+        params = merged_parameters(node, workflow.node_type(node.name).defaults)
+        if not params.get("public") or params.get("authentication") not in ("none", "", None):
+            return workflow.id
+    return None
 
 
 def window_length(ctx) -> int | None:

@@ -59,3 +59,7 @@ class ExecutionCanceled(EngineError):
 
     def __init__(self, message: str = "The execution was stopped", **kw):
         super().__init__(message, **kw)
+
+
+class SessionKeyRefused(NodeExecutionError):
+    """A chat memory's session key would name a key that is not chat memory (see Keys.chat)."""

@@ -11,9 +11,11 @@ instead of RecursionError.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from engine.errors import ExpressionError
+from engine.expression_values import MAX_EXACT_INT, normalize
 
 MAX_NESTING = 100  # far beyond any hand-written expression, far below Python's recursion limit
 
@@ -32,6 +34,13 @@ _BINARY = {  # operator -> binding power; higher binds tighter (JS precedence or
     "<": 5, "<=": 5, ">": 5, ">=": 5, "+": 6, "-": 6, "*": 7, "/": 7, "%": 7, "**": 8,
 }  # fmt: skip
 _LOGICAL = {"??", "||", "&&"}
+_DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit also accepts "²" and "١"
+# A numeric literal; possessive runs that cannot overlap, so matching is linear in its length.
+_NUMBER = re.compile(
+    r"0[xX][0-9a-fA-F]*+|(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
+)
+# An escaped UTF-16 pair such as '\ud83d\ude00': JS reads it as one character (an emoji).
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _LITERAL_NAMES = {"true": True, "false": False, "null": None}
 _UNSUPPORTED_WORDS = {"new", "function", "class", "delete", "await", "yield", "this", "import"}
 
@@ -72,7 +81,7 @@ def _lex(src: str, pos: int, stop: str | None, nesting: int) -> tuple[list[Token
 def _lex_token(src: str, pos: int, nesting: int) -> tuple[Token, int]:
     """The token starting at `pos` (not whitespace) and the position after it."""
     ch, n = src[pos], len(src)
-    if ch.isdigit() or (ch == "." and pos + 1 < n and src[pos + 1].isdigit()):
+    if ch in _DIGITS or (ch == "." and pos + 1 < n and src[pos + 1] in _DIGITS):
         number, end = _lex_number(src, pos)
         return ("num", number, pos), end
     if ch in "'\"":
@@ -89,47 +98,23 @@ def _lex_token(src: str, pos: int, nesting: int) -> tuple[Token, int]:
     op = next((p for p in _PUNCTUATORS_BY_CHAR.get(ch, ()) if src.startswith(p, pos)), None)
     if op is None:
         raise ExpressionError(f'unexpected character "{ch}" at position {pos}')
-    if op == "?." and pos + 2 < n and src[pos + 2].isdigit():
+    if op == "?." and pos + 2 < n and src[pos + 2] in _DIGITS:
         op = "?"  # `a?.5:1` is a ternary, as in JS
     return ("op", op, pos), pos + len(op)
 
 
 def _lex_number(src: str, pos: int) -> tuple[int | float, int]:
-    start, n = pos, len(src)
-    if src.startswith(("0x", "0X"), pos):
-        pos += 2
-        while pos < n and src[pos] in "0123456789abcdefABCDEF":
-            pos += 1
-        try:
-            return _small_int(int(src[start + 2 : pos], 16)), pos
-        except ValueError:
-            raise ExpressionError(f"invalid number at position {start}") from None
-    while pos < n and src[pos].isdigit():
-        pos += 1
-    if pos < n and src[pos] == ".":
-        pos += 1
-        while pos < n and src[pos].isdigit():
-            pos += 1
-    if pos < n and src[pos] in "eE":
-        exp = pos + 1
-        if exp < n and src[exp] in "+-":
-            exp += 1
-        if exp < n and src[exp].isdigit():
-            pos = exp
-            while pos < n and src[pos].isdigit():
-                pos += 1
-    text = src[start:pos]
-    if pos < n and (src[pos].isalpha() or src[pos] in "_$"):
-        raise ExpressionError(f'invalid number "{text}{src[pos]}" at position {start}')
-    if text.isdigit():
-        return _small_int(int(text)), pos
+    match = _NUMBER.match(src, pos)
+    text, end = match.group(), match.end()
+    if text in ("0x", "0X") or (end < len(src) and (src[end].isalpha() or src[end] in "_$")):
+        shown = text + src[end : end + 1]
+        raise ExpressionError(f'invalid number "{shown}" at position {pos}')
+    if text[:2] in ("0x", "0X"):
+        return normalize(int(text[2:], 16)), end  # base 16 converts in linear time
+    # float(), not int(): it is linear in the digits (int() refuses more than 4300) and rounds
+    # a literal past the double range to Infinity, as JS does.
     value = float(text)  # `5.` and `1e3` are whole numbers: keep them ints like integer literals
-    return (int(value) if value.is_integer() and abs(value) <= 2**53 else value), pos
-
-
-def _small_int(value: int) -> int | float:
-    """JS numbers are doubles: keep exact ints only where a double is exact."""
-    return value if abs(value) <= 2**53 else float(value)
+    return (int(value) if value.is_integer() and abs(value) <= MAX_EXACT_INT else value), end
 
 
 def _lex_string(src: str, pos: int) -> tuple[str, int]:
@@ -137,7 +122,7 @@ def _lex_string(src: str, pos: int) -> tuple[str, int]:
     while pos < len(src):
         ch = src[pos]
         if ch == quote:
-            return "".join(out), pos + 1
+            return _join_surrogate_pairs("".join(out)), pos + 1
         if ch == "\n":
             break
         if ch == "\\":
@@ -165,6 +150,16 @@ def _lex_escape(src: str, pos: int) -> tuple[str, int]:
     return _ESCAPES.get(ch, ch), pos + 2
 
 
+def _join_surrogate_pairs(text: str) -> str:
+    """Turn each escaped UTF-16 pair into the one character JS sees. Left as two halves, the
+    string could not be encoded as UTF-8 when the result is stored or sent. A lone half stays."""
+    return _SURROGATE_PAIR.sub(_decode_pair, text)
+
+
+def _decode_pair(match: re.Match[str]) -> str:
+    return match.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+
+
 def _lex_template_literal(src: str, pos: int, nesting: int) -> tuple[tuple, int]:
     """A backtick string; `${ expr }` parts are tokenized recursively."""
     parts: list[str | list[Token]] = []
@@ -173,13 +168,13 @@ def _lex_template_literal(src: str, pos: int, nesting: int) -> tuple[tuple, int]
     while pos < len(src):
         ch = src[pos]
         if ch == "`":
-            parts.append("".join(out))
+            parts.append(_join_surrogate_pairs("".join(out)))
             return tuple(parts), pos + 1
         if ch == "\\":
             text, pos = _lex_escape(src, pos)
             out.append(text)
         elif src.startswith("${", pos):
-            parts.append("".join(out))
+            parts.append(_join_surrogate_pairs("".join(out)))
             out = []
             tokens, pos = _lex(src, pos + 2, "}", nesting + 1)
             parts.append(tokens)
@@ -263,7 +258,9 @@ class _Parser:
             if power is None or power <= min_power:
                 return left
             self.next()
+            self.enter()  # `1 ** 1 ** ...` recurses once per operator: count it as nesting
             right = self.binary(power - 1 if op == "**" else power)  # ** is right-associative
+            self.nesting -= 1
             left = ("logical" if op in _LOGICAL else "binary", op, left, right)
 
     def unary(self) -> tuple:

@@ -23,7 +23,13 @@ MAX_EXACT_INT = 2**53  # beyond this a JS number is no longer an exact integer
 _INF = math.inf
 _NAN = math.nan
 _BLOCKED = {"constructor", "prototype", "__proto__"}
-NUMERIC_TEXT = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+# JS StrDecimalLiteral, ASCII digits only. This sees request data, so it must run in linear time:
+# the runs are possessive (`++`, `*+`, `?+`) and no two of them can match the same character, so a
+# failed match never backtracks into digits it has read ("1" * 15_000 + "x" used to take 8 s).
+NUMERIC_TEXT = re.compile(
+    r"[+-]?+(?:Infinity|(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+)"
+)
+_HEX_TEXT = re.compile(r"0[xX][0-9a-fA-F]++")
 _RELATIONAL = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
@@ -150,8 +156,10 @@ def to_number(v: Any) -> int | float:
     s = v.strip()
     if not s:
         return 0
-    if s[:2] in ("0x", "0X") and len(s) > 2 and all(c in "0123456789abcdefABCDEF" for c in s[2:]):
-        return normalize(int(s[2:], 16))
+    if _HEX_TEXT.fullmatch(s):
+        return normalize(int(s[2:], 16))  # base 16 converts in linear time, unlike base 10
+    # float() is linear and correctly rounded, and gives inf past the double range as JS does;
+    # the match first rejects what float() accepts but JS does not ("1_0", "nan", "١").
     return normalize(float(s)) if NUMERIC_TEXT.fullmatch(s) else _NAN
 
 
@@ -378,6 +386,12 @@ def _index(key: Any) -> int | None:
         return None
     if isinstance(key, float) and key.is_integer():
         key = int(key)
-    if isinstance(key, str) and key.isdigit() and len(key) < 16 and (key == "0" or key[0] != "0"):
+    if isinstance(key, str) and _is_index_text(key):
         key = int(key)
     return key if isinstance(key, int) and key >= 0 else None
+
+
+def _is_index_text(key: str) -> bool:
+    """Whether `key` reads as an array index: ASCII digits, no leading zero (isdigit alone also
+    accepts "²", which int() refuses, and "١")."""
+    return key.isascii() and key.isdigit() and len(key) < 16 and (key == "0" or key[0] != "0")

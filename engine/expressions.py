@@ -208,6 +208,7 @@ class _Evaluator:
             return not js.truthy(value)
         if op == "typeof":
             return js.type_of(value)
+        self.charge(js.cost(value))  # converting a big string to a number reads all of it
         number = js.to_number(value)
         return js.normalize(-number if op == "-" else number)
 
@@ -220,17 +221,29 @@ class _Evaluator:
         self.charge(len(spine))
         value = self.eval(node)
         for _, op, _, right in reversed(spine):
-            value = self.sized(js.binary(op, value, self.eval(right)))
+            other = self.eval(right)
+            # Comparing or converting a big string reads all of it: charge for that, so a sum
+            # of many `$json.big * 1` terms cannot multiply a linear cost past the budget.
+            self.charge(js.cost(value) + js.cost(other))
+            value = self.sized(js.binary(op, value, other))
         return value
 
     def ev_logical(self, node: tuple) -> Any:
-        _, op, left, right = node
-        a = self.eval(left)
-        if op == "&&":
-            return self.eval(right) if js.truthy(a) else a
-        if op == "||":
-            return a if js.truthy(a) else self.eval(right)
-        return self.eval(right) if js.is_nullish(a) else a  # ??
+        # A left-deep chain (`a || b || c || ...`) is walked in a loop, like ev_binary.
+        spine = []
+        while node[0] == "logical":
+            spine.append(node)
+            node = node[2]
+        self.charge(len(spine))
+        value = self.eval(node)
+        for _, op, _, right in reversed(spine):
+            if op == "&&":
+                value = self.eval(right) if js.truthy(value) else value
+            elif op == "||":
+                value = value if js.truthy(value) else self.eval(right)
+            else:  # ??
+                value = self.eval(right) if js.is_nullish(value) else value
+        return value
 
     def ev_cond(self, node: tuple) -> Any:
         _, test, then, otherwise = node

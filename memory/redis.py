@@ -2,14 +2,21 @@
 
 Keys (built by `Keys`, see mini_n8n/keys.py):
 
-| key               | type | holds                                                          |
-|-------------------|------|----------------------------------------------------------------|
-| chat:<sessionKey> | LIST | newest first; each element `{"type": ..., "data": {...}}` JSON |
+| key                              | type | holds                                                  |
+|----------------------------------|------|--------------------------------------------------------|
+| <memoryPrefix><sessionKey>       | LIST | a public chat's session (memoryPrefix: "chat:" by      |
+|                                  |      | default, "" for n8n's bare session keys)               |
+| memory:<workflowId>:<sessionKey> | LIST | a protected chat's session, private to its workflow    |
+
+Each element is `{"type": ..., "data": {...}}` JSON, newest first. One RedisMemory reads and
+writes one namespace: the public one, or one workflow's (`workflow_id`).
 
 - write: one MULTI/EXEC with `LPUSH` of the turn's messages (oldest first, so the newest lands at
   index 0) and, when a TTL is set, `EXPIRE`. The TTL slides on writes only, as in n8n.
 - read: `LRANGE`, reversed. A window of K turns reads only the newest 2K elements; the list itself
   is never trimmed.
+- a session key that would name another of our keys (possible with an empty memory prefix) raises
+  ReservedKeyError before anything is read, written or deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 import redis
 
+from core.jsontext import dumps
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
 from mini_n8n.keys import Keys
@@ -28,10 +36,21 @@ log = logging.getLogger(__name__)
 
 
 class RedisMemory(ChatMemory):
-    def __init__(self, client: redis.Redis, keys: Keys, ttl_seconds: int = 0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        ttl_seconds: int = 0,
+        workflow_id: str | None = None,
+    ) -> None:
         self._client = client
         self._keys = keys
         self._ttl_seconds = ttl_seconds  # 0 = never expires (n8n's sessionTTL default)
+        self._workflow_id = workflow_id  # set: the sessions of this protected workflow
+
+    def key(self, session_key: str) -> str:
+        """The Redis list holding the session (ReservedKeyError if it may not be one)."""
+        return self._keys.chat(session_key, self._workflow_id)
 
     def messages(self, session_key: str) -> list[ChatMessage]:
         return self._read(session_key, stop=-1)
@@ -46,7 +65,7 @@ class RedisMemory(ChatMemory):
     def add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
         if not messages:
             return  # LPUSH needs at least one element
-        key = self._keys.chat(session_key)
+        key = self.key(session_key)
         pipe = self._client.pipeline(transaction=True)
         pipe.lpush(key, *(encode(m) for m in messages))
         if self._ttl_seconds > 0:
@@ -54,24 +73,39 @@ class RedisMemory(ChatMemory):
         pipe.execute()
 
     def clear(self, session_key: str) -> None:
-        self._client.delete(self._keys.chat(session_key))
+        self._client.delete(self.key(session_key))
 
     def sessions(self) -> list[str]:
+        keys, scope = self._keys, self._workflow_id
+        # With an empty memory prefix the pattern matches every key: only lists can be sessions,
+        # and session_from_chat_key drops our own.
+        only_lists = "list" if scope is None and not keys.memory_prefix else None
         found = {
-            self._keys.session_from_chat_key(_text(key))
-            for key in self._client.scan_iter(match=self._keys.chat_pattern(), count=500)
+            keys.session_from_chat_key(_text(key), scope)
+            for key in self._client.scan_iter(
+                match=keys.chat_pattern(scope), count=500, _type=only_lists
+            )
         }
-        return sorted(found)  # SCAN may return a key twice
+        return sorted(found - {None})  # SCAN may return a key twice
 
     def _read(self, session_key: str, stop: int) -> list[ChatMessage]:
-        raw = self._client.lrange(self._keys.chat(session_key), 0, stop)
+        raw = self._client.lrange(self.key(session_key), 0, stop)
         decoded = (decode(element) for element in reversed(raw))
         return [message for message in decoded if message is not None]
 
 
+def protected_sessions(client: redis.Redis, keys: Keys) -> list[tuple[str, str]]:
+    """(workflow id, session key) of every protected chat's session, for the operator."""
+    found = {
+        keys.protected_session_from_key(_text(key))
+        for key in client.scan_iter(match=keys.protected_chat_pattern(), count=500)
+    }
+    return sorted(found - {None})
+
+
 def encode(message: ChatMessage) -> str:
     """Compact JSON, byte-for-byte what JavaScript's JSON.stringify gives n8n."""
-    return json.dumps(message.to_stored(), separators=(",", ":"), ensure_ascii=False)
+    return dumps(message.to_stored())
 
 
 def decode(element: str | bytes) -> ChatMessage | None:

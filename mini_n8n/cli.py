@@ -35,9 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("workflows", help="list stored workflows")
     for name in ("activate", "deactivate"):
         sub.add_parser(name, help=f"{name} a workflow").add_argument("id")
-    p = sub.add_parser("sessions", help="list, show or clear chat sessions in Redis")
+    p = sub.add_parser(
+        "sessions",
+        help="list, show or clear chat sessions in Redis",
+        description="Lists every session, one a line; a protected chat's (basic auth, or not "
+        "public) has its workflow id in a second, tab-separated column. Show or clear one with "
+        "--workflow ID.",
+    )
     p.add_argument("action", nargs="?", choices=["show", "clear"])
     p.add_argument("id", nargs="?")
+    p.add_argument("--workflow", help="the workflow of a protected chat's session")
     p = sub.add_parser("chat", help="chat with a Chat Trigger URL from the terminal")
     p.add_argument("url")
     p.add_argument("--session", default=None)
@@ -121,7 +128,7 @@ def _store():
 
     settings = Settings.from_env()
     client = redis.Redis.from_url(settings.redis_url, decode_responses=True)
-    return WorkflowStore(client, Keys(settings.key_prefix)), client, settings
+    return WorkflowStore(client, Keys.from_settings(settings)), client, settings
 
 
 def _import(args) -> int:
@@ -158,23 +165,31 @@ def _deactivate(args) -> int:
 
 
 def _sessions(args) -> int:
-    from memory.redis import RedisMemory
+    from memory.redis import RedisMemory, protected_sessions
+    from mini_n8n.keys import ReservedKeyError
 
     store, client, _ = _store()
-    memory = RedisMemory(client, store.keys)
+    memory = RedisMemory(client, store.keys, workflow_id=args.workflow)
     if args.action is None:
-        for session in sorted(memory.sessions()):
-            print(session)
+        for session in memory.sessions():
+            print(session if args.workflow is None else f"{session}\t{args.workflow}")
+        if args.workflow is None:
+            for workflow_id, session in protected_sessions(client, store.keys):
+                print(f"{session}\t{workflow_id}")
         return 0
     if not args.id:
         print("a session id is needed", file=sys.stderr)
         return 2
-    if args.action == "clear":
-        memory.clear(args.id)
-        print(f"cleared {args.id}")
-        return 0
-    for message in memory.messages(args.id):
-        print(f"{message.role}: {message.content}")
+    try:
+        if args.action == "clear":
+            memory.clear(args.id)
+            print(f"cleared {args.id}")
+            return 0
+        for message in memory.messages(args.id):
+            print(f"{message.role}: {message.content}")
+    except ReservedKeyError as err:
+        print(err, file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,7 +2,10 @@
 
 | key                              | type    | holds                                                     |
 |----------------------------------|---------|-----------------------------------------------------------|
-| chat:<sessionKey>                | LIST    | chat memory, newest first (LangChain message JSON)        |
+| <memoryPrefix><sessionKey>       | LIST    | chat memory of a public chat, newest first (LangChain     |
+|                                  |         | message JSON); memoryPrefix defaults to "chat:"           |
+| memory:<workflowId>:<sessionKey> | LIST    | chat memory of a protected chat (basic auth, or not       |
+|                                  |         | public): private to its workflow                          |
 | workflow:<id>                    | STRING  | workflow JSON with "active"                               |
 | workflows                        | SET     | ids of all stored workflows                               |
 | webhooks                         | HASH    | "<METHOD> <path>" -> workflow id, for active workflows    |
@@ -18,6 +21,15 @@
 
 An optional global prefix (MINI_N8N_KEY_PREFIX) is put in front of every key, so several
 deployments can share one Redis database.
+
+The memory prefix (MINI_N8N_MEMORY_KEY_PREFIX) may be empty: then a public chat's memory is the
+bare session key, as n8n's Redis Chat Memory stores it, so mini-n8n and n8n can share sessions.
+A session key is then a key name chosen by whoever chats, so `chat()` refuses one that would name
+any other key of ours (or of the Celery broker sharing the database) with ReservedKeyError,
+rather than read, write or delete it. A protected chat's key can never equal a public one: public
+keys start with the memory prefix, which may not start with "memory:", or, with an empty prefix,
+a session key starting with "memory:" is refused. The workflow id in a protected key has "%" and
+":" escaped (%25, %3A), so the first ":" after it always ends it.
 """
 
 from __future__ import annotations
@@ -25,24 +37,100 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+DEFAULT_MEMORY_PREFIX = "chat:"  # mini-n8n's layout; "" is n8n's
+PROTECTED = "memory:"
+# Our own namespaces, and the names Celery's Redis transport (kombu) uses when the broker shares
+# the database. A public session key may never produce one of them.
+_OWN_PREFIXES = ("workflow:", "execution:", "executions:", "session:", "push:", PROTECTED)
+_OWN_NAMES = ("workflows", "webhooks")
+_BROKER_PREFIXES = ("_kombu.",)
+_BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
+_KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
+_GLOB_SPECIAL = "\\*?[]"
+
+
+class ReservedKeyError(ValueError):
+    """A session key that would name one of mini-n8n's own keys."""
+
 
 @dataclass(frozen=True)
 class Keys:
     prefix: str = ""
+    memory_prefix: str = DEFAULT_MEMORY_PREFIX
+    task_queue: str = ""  # the Celery queue, a LIST in this database when the broker shares it
+
+    def __post_init__(self) -> None:
+        if self.memory_prefix and self._reserved(self.memory_prefix + "x"):
+            raise ValueError(
+                f'MINI_N8N_MEMORY_KEY_PREFIX "{self.memory_prefix}" would put chat memory among '
+                "mini-n8n's own keys; use another prefix (default chat:) or none"
+            )
+
+    @classmethod
+    def from_settings(cls, settings) -> Keys:
+        return cls(settings.key_prefix, settings.memory_key_prefix, settings.task_queue)
 
     @classmethod
     def from_env(cls) -> Keys:
-        return cls(os.environ.get("MINI_N8N_KEY_PREFIX", ""))
+        return cls(
+            os.environ.get("MINI_N8N_KEY_PREFIX", ""),
+            os.environ.get("MINI_N8N_MEMORY_KEY_PREFIX", DEFAULT_MEMORY_PREFIX),
+            os.environ.get("MINI_N8N_TASK_QUEUE", "mini-n8n"),
+        )
 
-    def chat(self, session_key: str) -> str:
-        return f"{self.prefix}chat:{session_key}"
+    # --- chat memory ----------------------------------------------------------------------
+    def chat(self, session_key: str, workflow_id: str | None = None) -> str:
+        """The memory list of one session: a public chat's, or a protected one's (workflow_id)."""
+        if workflow_id is not None:
+            return f"{self.prefix}{PROTECTED}{_escape_id(workflow_id)}:{session_key}"
+        body = self.memory_prefix + session_key
+        if self._reserved(body):
+            raise ReservedKeyError(
+                f'The session key "{session_key}" cannot be used: its memory key "{body}" would '
+                "be one of mini-n8n's own keys (an empty MINI_N8N_MEMORY_KEY_PREFIX makes session "
+                "keys Redis key names)"
+            )
+        return self.prefix + body
 
-    def chat_pattern(self) -> str:
-        return f"{self.prefix}chat:*"
+    def chat_pattern(self, workflow_id: str | None = None) -> str:
+        """SCAN pattern for the memory lists of public chats, or of one protected chat."""
+        if workflow_id is not None:
+            return _glob(f"{self.prefix}{PROTECTED}{_escape_id(workflow_id)}:") + "*"
+        return _glob(self.prefix + self.memory_prefix) + "*"
 
-    def session_from_chat_key(self, key: str) -> str:
-        return key[len(self.prefix) + len("chat:") :]
+    def session_from_chat_key(self, key: str, workflow_id: str | None = None) -> str | None:
+        """The session key of a key `chat_pattern(workflow_id)` matched; None if that key is not
+        a session's memory (with an empty memory prefix the pattern matches every key)."""
+        if workflow_id is not None:
+            start = f"{self.prefix}{PROTECTED}{_escape_id(workflow_id)}:"
+            return key[len(start) :] if key.startswith(start) else None
+        start = self.prefix + self.memory_prefix
+        if not key.startswith(start) or self._reserved(key[len(self.prefix) :]):
+            return None
+        return key[len(start) :]
 
+    def protected_chat_pattern(self) -> str:
+        """SCAN pattern for the memory lists of every protected chat."""
+        return _glob(self.prefix + PROTECTED) + "*"
+
+    def protected_session_from_key(self, key: str) -> tuple[str, str] | None:
+        """(workflow id, session key) of a key `protected_chat_pattern()` matched."""
+        start = self.prefix + PROTECTED
+        workflow, sep, session = key[len(start) :].partition(":")
+        if not key.startswith(start) or not sep:
+            return None
+        return _unescape_id(workflow), session
+
+    def _reserved(self, body: str) -> bool:
+        """Would `prefix + body` name a key that is not a public chat's memory?"""
+        if not body or body in _OWN_NAMES or body in _BROKER_NAMES:
+            return True
+        if body.startswith(_OWN_PREFIXES + _BROKER_PREFIXES):
+            return True
+        queue = self.task_queue
+        return bool(queue) and (body == queue or body.startswith(queue + _KOMBU_PRIORITY_SEP))
+
+    # --- workflows and executions ---------------------------------------------------------
     def workflow(self, workflow_id: str) -> str:
         return f"{self.prefix}workflow:{workflow_id}"
 
@@ -78,3 +166,16 @@ class Keys:
 
     def push(self, push_ref: str) -> str:
         return f"{self.prefix}push:{push_ref}"
+
+
+def _escape_id(workflow_id: str) -> str:
+    return workflow_id.replace("%", "%25").replace(":", "%3A")
+
+
+def _unescape_id(escaped: str) -> str:
+    return escaped.replace("%3A", ":").replace("%25", "%")
+
+
+def _glob(literal: str) -> str:
+    """`literal` as a Redis glob pattern that matches only itself."""
+    return "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in literal)

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import redis
 
+from core.jsontext import dumps
 from engine.errors import EngineError
 from engine.executor import run_workflow
 from engine.hooks import Hooks
@@ -28,13 +29,13 @@ def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
         return 2
 
     def write(chunk: dict[str, Any]) -> None:
-        out.write(json.dumps(chunk, ensure_ascii=False) + "\n")
+        out.write(dumps(chunk) + "\n")
         out.flush()
 
     services = Services(
         redis=redis.Redis.from_url(settings.redis_url, decode_responses=True),
         credentials=_credentials(),
-        keys=Keys(settings.key_prefix),
+        keys=Keys.from_settings(settings),
         simple_memory=InProcessMemory(),
     )
     hooks = Hooks().add_handler("sendChunk", write)

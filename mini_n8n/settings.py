@@ -50,6 +50,9 @@ class Settings:
     # "queue" sends executions to Celery workers; "regular" runs them inside the api process.
     executions_mode: str = "queue"
     key_prefix: str = ""
+    # Public chats' memory is "chat:<sessionKey>", apart from our other keys; "" gives n8n's bare
+    # session keys, to take over n8n's sessions or run beside n8n on one Redis.
+    memory_key_prefix: str = "chat:"
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -75,4 +78,5 @@ class Settings:
             task_queue=os.environ.get("MINI_N8N_TASK_QUEUE", cls.task_queue),
             executions_mode=os.environ.get("EXECUTIONS_MODE", cls.executions_mode),
             key_prefix=os.environ.get("MINI_N8N_KEY_PREFIX", ""),
+            memory_key_prefix=os.environ.get("MINI_N8N_MEMORY_KEY_PREFIX", cls.memory_key_prefix),
         )

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from mini_n8n.keys import Keys
 from mini_n8n.redis_server import EmbeddedRedis, free_port, reachable
 from mini_n8n.settings import Settings
 
@@ -108,15 +109,16 @@ def _run(stack: Stack, settings: Settings, workflows: str | None, workers: int, 
     folder = _workflows_folder(workflows)
     # `up` imports them itself (its output is the user's) so the api must not import again.
     env.pop("MINI_N8N_WORKFLOWS_DIR", None)
+    keys = Keys.from_settings(settings)
     if folder is not None:
-        _import(redis_url, settings.key_prefix, folder)
+        _import(redis_url, keys, folder)
     stack.spawn("api", ["api"], env)
     for _ in range(workers):
         stack.spawn("worker", ["worker"], env)
     base = f"http://127.0.0.1:{settings.port}"
     if not _wait_ready(base, stack, stopping):
         return 0 if stopping.is_set() else 1
-    _print_urls(settings, redis_url, env["MINI_N8N_API_KEY"], env.get("MINI_N8N_KEY_PREFIX", ""))
+    _print_urls(settings, redis_url, env["MINI_N8N_API_KEY"], keys)
     while not stopping.wait(POLL_SECONDS):
         dead = stack.exited()
         if dead:
@@ -155,17 +157,16 @@ def _workflows_folder(option: str | None) -> Path | None:
     return None
 
 
-def _import(redis_url: str, prefix: str, folder: Path) -> None:
+def _import(redis_url: str, keys: Keys, folder: Path) -> None:
     import redis
 
     from api.workflow_store import WorkflowStore
     from mini_n8n.importer import import_directory
-    from mini_n8n.keys import Keys
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         print(f"Workflows: importing {folder}")
-        for line in import_directory(WorkflowStore(client, Keys(prefix)), folder, activate=True):
+        for line in import_directory(WorkflowStore(client, keys), folder, activate=True):
             print(f"  {line}")
     finally:
         client.close()
@@ -189,32 +190,33 @@ def _wait_ready(base: str, stack: Stack, stopping: threading.Event) -> bool:
     return False
 
 
-def _print_urls(settings: Settings, redis_url: str, api_key: str, prefix: str) -> None:
+def _print_urls(settings: Settings, redis_url: str, api_key: str, keys: Keys) -> None:
     base = f"http://localhost:{settings.port}"
     lines = [
         "",
         "mini-n8n is up.",
         f"  API:     {base}  (REST under /rest, key in MINI_N8N_API_KEY)",
     ]
-    for name, path, hosted in _chat_webhooks(redis_url, prefix):
+    for name, path, hosted in _chat_webhooks(redis_url, keys):
         lines.append(f'  Chat "{name}": POST {base}/webhook/{path}')
         if hosted:
             lines.append(f"      hosted chat page: {base}/webhook/{path}")
     lines.append(f"  Editor:  {base}/#key={api_key}")
-    scan = f"redis-cli -u {redis_url} --scan --pattern '{prefix}chat:*'"
     lines += [
         "",
         "  Try:     curl -N -H 'Content-Type: application/json' "
         '-d \'{"sessionId":"a","chatInput":"What is 19 * 23?"}\' <chat URL>',
-        f"  Memory:  {scan}",
-        f"           REDIS_URL={redis_url} mini-n8n sessions",
-        "  Ctrl-C stops everything.",
-        "",
+        f"  Memory:  REDIS_URL={redis_url} mini-n8n sessions",
     ]
+    if keys.memory_prefix:  # with n8n's bare keys a pattern would match every key
+        lines.append(
+            f"           redis-cli -u {redis_url} --scan --pattern '{keys.chat_pattern()}'"
+        )
+    lines += ["  Ctrl-C stops everything.", ""]
     print("\n".join(lines), flush=True)
 
 
-def _chat_webhooks(redis_url: str, prefix: str) -> list[tuple[str, str, bool]]:
+def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
     """(workflow name, path, serves a hosted page) for each active Chat Trigger."""
     import redis
 
@@ -222,12 +224,11 @@ def _chat_webhooks(redis_url: str, prefix: str) -> list[tuple[str, str, bool]]:
     from engine.errors import WorkflowValidationError
     from engine.webhooks import workflow_webhooks
     from engine.workflow import load_workflow
-    from mini_n8n.keys import Keys
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     found = []
     try:
-        for data in WorkflowStore(client, Keys(prefix)).list():
+        for data in WorkflowStore(client, keys).list():
             if not data.get("active"):
                 continue
             try:

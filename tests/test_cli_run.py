@@ -38,3 +38,23 @@ def test_run_rejects_bad_input_json(redis_url, keys):
     done = run_cli(redis_url, keys, "run", str(EXAMPLES / REDIS_CHAT), "--input", "{nope")
     assert done.returncode == 2
     assert "not valid JSON" in done.stderr
+
+
+def test_run_prints_a_lone_surrogate_from_an_expression_as_a_json_escape(redis_url, keys, tmp_path):
+    workflow = {
+        "name": "surrogate",
+        "nodes": [
+            {"id": "1", "name": "Start", "type": "n8n-nodes-base.webhook", "typeVersion": 2,
+             "position": [0, 0], "parameters": {"path": "s", "httpMethod": "POST"}},
+            {"id": "2", "name": "Set", "type": "n8n-nodes-base.set", "typeVersion": 3.4,
+             "position": [200, 0], "parameters": {"assignments": {"assignments": [
+                 {"id": "a", "name": "text", "value": "={{ 'a\\ud800b' }}", "type": "string"}]}}},
+        ],
+        "connections": {"Start": {"main": [[{"node": "Set", "type": "main", "index": 0}]]}},
+    }  # fmt: skip
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(workflow))
+    done = run_cli(redis_url, keys, "run", str(path), "--input", "{}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == '{"text":"a\\ud800b"}'
+    assert json.loads(done.stdout.splitlines()[-1]) == {"text": "a\ud800b"}

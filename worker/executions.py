@@ -19,6 +19,7 @@ import time
 from enum import StrEnum
 from typing import Any
 
+from core.jsontext import dumps
 from mini_n8n.keys import Keys
 
 
@@ -191,7 +192,7 @@ class ExecutionStore:
             if self.transition(canceled, {Status.NEW}):
                 # Unnumbered: a control message a waiting stream takes as the end.
                 done = {"done": {"status": Status.CANCELED, "error": canceled["error"]}}
-                self.client.publish(self.keys.execution_events(execution_id), json.dumps(done))
+                self.client.publish(self.keys.execution_events(execution_id), dumps(done))
                 return canceled
             return self.request_stop(execution_id)
         pipe = self.client.pipeline(transaction=False)
@@ -239,4 +240,4 @@ class ExecutionStore:
 
 
 def _dump(record: dict[str, Any]) -> str:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+    return dumps(record, default=str)

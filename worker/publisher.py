@@ -14,13 +14,14 @@ executions and workers.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import redis
+
+from core.jsontext import dumps
 
 log = logging.getLogger("mini_n8n.outbox")
 
@@ -37,7 +38,7 @@ class Outbox:
         self._busy = False
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
-        self._put(channel, json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self._put(channel, dumps(chunk) + "\n")
 
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
@@ -62,7 +63,9 @@ class Outbox:
     def _put(self, channel: str, event: Any) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
+                # Started on first use, and again should it ever have died: one bad message
+                # must not silence every execution of this worker.
                 self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
                 self._thread.start()
         self._wake.set()
@@ -74,19 +77,26 @@ class Outbox:
             with self._lock:
                 batch, self._pending = self._pending, OrderedDict()
                 self._busy = bool(batch)
-            if batch:
-                self._publish(batch)
-            with self._lock:
-                self._busy = False
+            try:
+                if batch:
+                    self._publish(batch)
+            except Exception:  # the loop serves every execution: log, never die
+                log.exception("the outbox could not publish a batch of %d channel(s)", len(batch))
+            finally:
+                self._finish(batch)
 
     def _publish(self, batch: OrderedDict[str, list[Any]]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        finished = []
         for channel, events in batch.items():
-            for message in self._messages(channel, events):
+            try:
+                messages = [m.encode("utf-8") for m in self._messages(channel, events)]
+            except Exception:
+                # This channel's subscribers see a gap in the sequence and say the events were
+                # lost; the other executions in the batch go out as usual.
+                log.exception("events for %s could not be encoded; dropped", channel)
+                continue
+            for message in messages:
                 pipe.publish(channel, message)
-            if events and isinstance(events[-1], dict) and "done" in events[-1]:
-                finished.append(channel)
         for attempt in (1, 2):
             try:
                 pipe.execute()
@@ -97,12 +107,17 @@ class Outbox:
                 log.warning(
                     "publishing %d channel(s) failed (attempt %d): %s", len(batch), attempt, err
                 )
+
+    def _finish(self, batch: OrderedDict[str, list[Any]]) -> None:
+        """Whatever happened to the batch, executions waiting for their last event go on."""
         with self._lock:
-            for channel in finished:
-                self._seq.pop(channel, None)
-                event = self._flushed.pop(channel, None)
-                if event:
-                    event.set()
+            self._busy = False
+            for channel, events in batch.items():
+                if events and isinstance(events[-1], dict) and "done" in events[-1]:
+                    self._seq.pop(channel, None)
+                    event = self._flushed.pop(channel, None)
+                    if event:
+                        event.set()
 
     def _messages(self, channel: str, events: list[Any]) -> list[str]:
         """Consecutive chunk lines become one message; other events keep their place."""
@@ -121,10 +136,10 @@ class Outbox:
 
     def _message(self, channel: str, body: dict[str, Any]) -> str:
         if "push" in body:  # push channels mix executions and workers: no sequence
-            return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+            return dumps(body)
         seq = self._seq.get(channel, 0)
         self._seq[channel] = seq + 1
-        return json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)
+        return dumps({"s": seq, **body})
 
 
 class LocalOutbox:
@@ -142,8 +157,7 @@ class LocalOutbox:
         return True  # delivery is synchronous
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
-        line = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False) + "\n"
-        self._send(channel, {"lines": line})
+        self._send(channel, {"lines": dumps(chunk) + "\n"})
 
     def response(self, channel: str, response: dict[str, Any]) -> None:
         self._send(channel, {"response": response})
@@ -159,14 +173,10 @@ class LocalOutbox:
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         body = {"push": {"type": event_type, "data": data}}
         with contextlib.suppress(redis.RedisError):
-            self.client.publish(
-                channel, json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-            )
+            self.client.publish(channel, dumps(body))
 
     def _send(self, channel: str, body: dict[str, Any]) -> None:
         with self._lock:
             seq = self._seq.get(channel, 0)
             self._seq[channel] = seq + 1
-        self._deliver(
-            channel, json.dumps({"s": seq, **body}, separators=(",", ":"), ensure_ascii=False)
-        )
+        self._deliver(channel, dumps({"s": seq, **body}))

@@ -38,13 +38,15 @@ MAX_RUN_DATA_BYTES = 512 * 1024  # run data beyond this keeps node metadata only
 # they speak only of real trouble.
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
 REAP_EVERY_SECONDS = 5.0
+# How long a finished execution keeps trying to record its outcome while Redis is unreachable.
+RECORD_RETRY_SECONDS = 60.0
 REDIS_POOL_SIZE = 64
 
 
 class WorkerRuntime:
     def __init__(self, settings: Settings, client: redis.Redis | None = None, outbox=None):
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys.from_settings(settings)
         self.client = client or redis.Redis(connection_pool=_pool(settings))
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
         self.outbox = outbox or Outbox(self.client)
@@ -159,8 +161,7 @@ class WorkerRuntime:
             "lastNodeExecuted": run.last_node,
             **_bounded_run_data(run.run_data),
         }
-        if not self.store.transition(final, {Status.RUNNING}):
-            log.warning("execution %s was marked lost before it finished", record["id"])
+        self._record_outcome(final)
         result = {
             "status": run.status,
             "error": run.error,
@@ -172,6 +173,26 @@ class WorkerRuntime:
         if payload.get("pushRef"):
             finished = {"executionId": record["id"], "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
+
+    def _record_outcome(self, final: dict[str, Any]) -> None:
+        """Write the finished record. While Redis is unreachable, keep trying for a while: a
+        reaper that saw the lease run out meanwhile has marked the execution crashed ("worker
+        lost"), and this worker, which did not get lost, then replaces that with what happened."""
+        allowed = {Status.RUNNING}
+        delay, deadline = 0.25, time.monotonic() + RECORD_RETRY_SECONDS
+        while True:
+            try:
+                if not self.store.transition(final, allowed):
+                    log.warning("execution %s was marked lost before it finished", final["id"])
+                return
+            except redis.RedisError as err:
+                if time.monotonic() + delay > deadline:
+                    log.error("execution %s: outcome not recorded, Redis: %s", final["id"], err)
+                    return
+                log.warning("execution %s: Redis unreachable, retrying: %s", final["id"], err)
+                allowed = {Status.RUNNING, Status.CRASHED}
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     def _workflow(self, data: dict[str, Any]):
         # Parsing and validating is cheap but not free; the same snapshot comes back often.
@@ -254,6 +275,9 @@ class WorkerRuntime:
                     return
                 log.warning("stop listener lost Redis, reconnecting: %s", err)
                 self._closing.wait(1.0)
+            except Exception:  # listen again rather than stop hearing stops
+                log.exception("stop listener failed, restarting")
+                self._closing.wait(1.0)
             finally:
                 pubsub.close()
                 listener.close()
@@ -275,6 +299,8 @@ class WorkerRuntime:
                     self.store.reap_lost(self.settings.queue_timeout_seconds)
             except redis.RedisError as err:
                 log.warning("could not renew execution leases: %s", err)
+            except Exception:  # leases keep every running execution alive: never stop renewing
+                log.exception("renewing leases failed")
 
 
 def _pool(settings: Settings) -> redis.BlockingConnectionPool:

@@ -14,9 +14,11 @@
 | GET    /rest/executions?workflowId=&limit= | {"data": [records without run data]}, newest first |
 | GET    /rest/executions/<id>            | the record with runData                            |
 | POST   /rest/executions/<id>/stop       | cancel if queued, else ask its worker -> record    |
-| GET    /rest/sessions                   | {"data": [session ids in Redis Chat Memory]}       |
-| GET    /rest/sessions/<id>              | {"id", "messages": [{role, content}]}              |
-| DELETE /rest/sessions/<id>              | clear it                                           |
+| GET    /rest/sessions                   | {"data": [public chats' session ids in Redis Chat  |
+|                                         |   Memory], "protected": [{workflowId, id}]}        |
+| GET    /rest/sessions/<id>[?workflowId=] | {"id", "messages": [{role, content}]}; a          |
+|                                         |   protected chat's session with its workflowId     |
+| DELETE /rest/sessions/<id>[?workflowId=] | clear it                                          |
 | GET    /rest/push?pushRef=&key=         | the tab's events over SSE (`api.push`)             |
 
 Views validate, hand off to the stores in `api.runtime` and answer JSON; errors are ApiError

@@ -2,13 +2,16 @@
 
 `MINI_N8N_API_KEY` is sent as `Authorization: Bearer <key>` or `X-N8N-API-KEY: <key>` (n8n's
 public api header). Without a configured key /rest is refused, unless the api listens on
-loopback only, where nobody but this machine's users can reach it. EventSource cannot send
+loopback only, where nobody but this machine's users can reach it; even then only requests
+whose `Host` is a loopback name are answered, so a web page cannot reach the api through DNS
+rebinding (its requests carry the attacker's host name). EventSource cannot send
 headers, so the push endpoint may take the key as the `key` query parameter instead.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 
 from flask import request
@@ -22,6 +25,19 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 def bound_to_loopback() -> bool:
     # `mini-n8n api` binds to HOST (default 0.0.0.0, every interface).
     return os.environ.get("HOST", "0.0.0.0").strip() in LOOPBACK
+
+
+def loopback_host(host: str) -> bool:
+    """Is the request's Host header (name[:port]) a name only this machine answers to?"""
+    bracketed = host.startswith("[")  # [::1]:5678
+    name = host[1:].split("]", 1)[0] if bracketed else host.rsplit(":", 1)[0]
+    name = name.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def presented_key(allow_query: bool = False) -> str | None:
@@ -42,7 +58,13 @@ def require_key(allow_query: bool = False) -> None:
     expected = runtime().settings.api_key
     if not expected:
         if bound_to_loopback():
-            return
+            if loopback_host(request.host):
+                return
+            raise ApiError(
+                403,
+                "Without an api key the REST api answers only requests to a loopback host name "
+                "(localhost, 127.0.0.1, [::1]); set MINI_N8N_API_KEY to use another.",
+            )
         raise ApiError(
             403,
             "The REST api is disabled: set MINI_N8N_API_KEY, or bind the api to loopback "

@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import jsonify, request
 
+from api import bodies
 from api.chat_trigger import validate_chat_body
 from api.errors import ApiError
 from api.rest import bp
@@ -121,7 +122,4 @@ def _stored(workflow_id: str) -> dict[str, Any]:
 
 
 def _json_object() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object")
-    return body
+    return bodies.json_object(request)

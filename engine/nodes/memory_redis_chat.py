@@ -1,14 +1,18 @@
 """Redis Chat Memory (`@n8n/n8n-nodes-langchain.memoryRedisChat`): chat memory in Redis, in
-n8n's own layout, so any worker sees every turn and `redis-cli` shows the history."""
+n8n's own layout, so any worker sees every turn and `redis-cli` shows the history.
+
+Which list a session is: `Keys.chat(session, memory_scope(workflow))`, so a protected chat's
+memory is private to its workflow (see engine/chat_session.py and mini_n8n/keys.py)."""
 
 from __future__ import annotations
 
-from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
-from engine.errors import NodeExecutionError
+from engine.chat_session import SESSION_DEFAULTS, memory_scope, session_id, window_length
+from engine.errors import NodeExecutionError, SessionKeyRefused
 from engine.node import NodeType, register
 from memory.base import SessionMemory
 from memory.redis import RedisMemory
 from mini_n8n.credentials import CredentialError
+from mini_n8n.keys import ReservedKeyError
 
 
 @register
@@ -29,8 +33,15 @@ class MemoryRedisChat(NodeType):
             ) from err
         # Before v1.3 n8n's node read the whole history (no window).
         window = window_length(ctx) if ctx.node.type_version >= 1.3 else None
-        backend = RedisMemory(client, ctx.services.keys, ttl_seconds=ttl)
-        return SessionMemory(backend, session_id(ctx), window)
+        session = session_id(ctx)
+        backend = RedisMemory(
+            client, ctx.services.keys, ttl_seconds=ttl, workflow_id=memory_scope(ctx.workflow)
+        )
+        try:
+            backend.key(session)  # refused here, naming the node, before any read or write
+        except ReservedKeyError as err:
+            raise SessionKeyRefused(str(err), node=ctx.node.name) from None
+        return SessionMemory(backend, session, window)
 
 
 def _client(ctx):

@@ -4,9 +4,15 @@ in responseNode mode. The answer leaves through the sendResponse hook; the items
 from __future__ import annotations
 
 import json
+import re
 
+from core.jsontext import dumps, well_formed
 from engine.errors import NodeExecutionError
 from engine.node import NodeOutput, NodeType, register
+
+# What HTTP can carry: a header name is a token, a value is Latin-1 text without line breaks.
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 
 
 @register
@@ -17,17 +23,43 @@ class RespondToWebhook(NodeType):
     def execute(self, ctx) -> NodeOutput:
         items = ctx.input_items
         respond_with = ctx.get_parameter("respondWith")
-        status = int(ctx.get_parameter("options.responseCode", 200) or 200)
-        headers = {
-            str(h.get("name")): str(h.get("value", ""))
-            for h in ctx.get_parameter("options.responseHeaders.entries", []) or []
-            if h.get("name")
-        }
+        status = _status(ctx)
+        headers = _headers(ctx)
         body, content_type = _body(ctx, respond_with, items)
         if content_type and not any(k.lower() == "content-type" for k in headers):
             headers["Content-Type"] = content_type
         ctx.send_response({"status": status, "headers": headers, "body": body})
         return [items]
+
+
+def _status(ctx) -> int:
+    value = ctx.get_parameter("options.responseCode", 200) or 200
+    try:
+        status = int(value)
+    except (TypeError, ValueError, OverflowError):
+        status = 0
+    if not 100 <= status <= 599:
+        raise NodeExecutionError(
+            f"Response Code must be a number from 100 to 599, not {str(value)[:40]!r}",
+            node=ctx.node.name,
+        )
+    return status
+
+
+def _headers(ctx) -> dict[str, str]:
+    headers = {}
+    for entry in ctx.get_parameter("options.responseHeaders.entries", []) or []:
+        if not isinstance(entry, dict) or not entry.get("name"):
+            continue
+        name, value = str(entry["name"]), str(entry.get("value", ""))
+        if not HEADER_NAME.fullmatch(name) or not HEADER_VALUE.fullmatch(value):
+            # Node.js refuses such a header too (ERR_INVALID_CHAR): fail the node, clearly.
+            raise NodeExecutionError(
+                f"Response header {name[:40]!r} has characters HTTP headers cannot carry",
+                node=ctx.node.name,
+            )
+        headers[name] = value
+    return headers
 
 
 def _body(ctx, respond_with: str, items) -> tuple[str, str | None]:
@@ -46,11 +78,12 @@ def _body(ctx, respond_with: str, items) -> tuple[str, str | None]:
                 ) from err
         return _json(body)
     if respond_with == "text":
-        return str(ctx.get_parameter("responseBody", "")), "text/plain; charset=utf-8"
+        text = well_formed(str(ctx.get_parameter("responseBody", "")))
+        return text, "text/plain; charset=utf-8"
     if respond_with == "noData":
         return "", None
     raise NodeExecutionError(f'unsupported "Respond With": {respond_with}', node=ctx.node.name)
 
 
 def _json(value) -> tuple[str, str]:
-    return json.dumps(value, ensure_ascii=False), "application/json; charset=utf-8"
+    return dumps(value), "application/json; charset=utf-8"

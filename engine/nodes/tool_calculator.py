@@ -1,7 +1,16 @@
 """Calculator tool (`@n8n/n8n-nodes-langchain.toolCalculator`): safe arithmetic for the Agent.
 
-The expression is parsed with Python's `ast` and walked over an allow-list of number nodes and
-operators; nothing is ever evaluated as code. `^` means power, as in n8n's mathjs calculator.
+The expression is parsed with Python's `ast` and walked over an allow-list of number nodes,
+operators and functions; nothing is ever evaluated as code. `^` means power, as in n8n's mathjs
+calculator.
+
+The input comes from a chat model, so it is treated as hostile, and evaluation is bounded by
+construction: the input is at most MAX_INPUT characters, so the tree is small; every number,
+literal or result, stays within ±MAX_MAGNITUDE, so an integer has at most 1024 bits; `**` builds
+an exact integer only when it fits in 1024 bits, and round() takes at most MAX_ROUND_DIGITS
+digits. So each node costs at most a small integer operation. A long flat sum is walked in a
+loop; any other nesting recurses at most MAX_DEPTH levels. Every failure is a CalculatorError
+with a message the agent can act on.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +27,11 @@ from engine.node import NodeType, register
 MAX_INPUT = 1000
 MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e308
+MAX_DEPTH = 100  # far beyond any real formula, and far below Python's recursion limit
+MAX_ROUND_DIGITS = 308  # round(x, -n) computes 10**n; past a double's range it means nothing
+_EXACT_POWER_BITS = 1024  # `**` of integers stays exact up to about MAX_MAGNITUDE, floats beyond
 
+_NESTED = f"the expression is nested too deeply (at most {MAX_DEPTH} levels)"
 _BINARY = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -25,12 +39,8 @@ _BINARY = {
     ast.Div: operator.truediv,
     ast.Mod: operator.mod,
     ast.FloorDiv: operator.floordiv,
+    ast.Pow: lambda x, y: _power(x, y),  # bounded: see _power below
 }
-_FUNCTIONS = {
-    "sqrt": math.sqrt, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil,
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "log": math.log, "log10": math.log10,
-    "exp": math.exp, "min": min, "max": max,
-}  # fmt: skip
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
@@ -39,54 +49,180 @@ class CalculatorError(ValueError):
 
 
 def calculate(expression: str) -> int | float:
-    text = expression.strip().replace("^", "**").replace("×", "*").replace("÷", "/")
+    text = expression.strip()
     if not text or len(text) > MAX_INPUT:
-        raise CalculatorError("expected a math expression of at most 1000 characters")
+        raise CalculatorError(f"expected a math expression of at most {MAX_INPUT} characters")
+    text = text.replace("^", "**").replace("×", "*").replace("÷", "/")
+    tree = _parse(text, expression)
     try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-        raise CalculatorError(f"cannot parse {expression!r}") from err
-    return _eval(tree.body)
+        return _Walker(text).eval(tree.body)
+    except CalculatorError:
+        raise
+    except RecursionError:  # not reachable within MAX_DEPTH; kept so it never reaches the agent
+        raise CalculatorError(_NESTED) from None
+    except (ArithmeticError, ValueError, TypeError, MemoryError) as err:
+        raise CalculatorError(f"cannot evaluate {expression!r}: {err}") from None
 
 
-def _eval(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
-        return _CONSTANTS[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        value = _eval(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp):
-        return _binary(node)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        func = _FUNCTIONS.get(node.func.id)
-        if func:
-            return _checked(func(*[_eval(a) for a in node.args]))
-    raise CalculatorError(f"unsupported expression: {ast.unparse(node)[:80]}")
-
-
-def _binary(node: ast.BinOp) -> int | float:
-    left, right = _eval(node.left), _eval(node.right)
-    if isinstance(node.op, ast.Pow):
-        if abs(right) > MAX_EXPONENT:
-            raise CalculatorError("exponent too large")
-        return _checked(float(left) ** right if abs(left) > 1e6 else left**right)
-    op = _BINARY.get(type(node.op))
-    if op is None:
-        raise CalculatorError("unsupported operator")
+def _parse(text: str, expression: str) -> ast.Expression:
     try:
-        return _checked(op(left, right))
-    except ZeroDivisionError as err:
-        raise CalculatorError("division by zero") from err
+        return ast.parse(text, mode="eval")
+    except (RecursionError, MemoryError):
+        raise CalculatorError(_NESTED) from None
+    except (SyntaxError, ValueError, OverflowError) as err:  # ValueError: NUL, lone surrogates
+        if "too many nested" in str(err):
+            raise CalculatorError(_NESTED) from None
+        raise CalculatorError(f"cannot parse {expression!r}") from None
+
+
+class _Walker:
+    """Evaluates one parsed expression, counting how deep it has recursed."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.depth = 0
+
+    def eval(self, node: ast.AST) -> int | float:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise CalculatorError(_NESTED)
+        try:
+            return _checked(self.dispatch(node))
+        finally:
+            self.depth -= 1
+
+    def dispatch(self, node: ast.AST) -> int | float:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            return self.unary(node)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return self.binary(node)
+        if isinstance(node, ast.Call) and _function_name(node) in _FUNCTIONS:
+            return _call(_function_name(node), [self.eval(a) for a in node.args])
+        shown = (ast.get_source_segment(self.source, node) or type(node).__name__)[:80]
+        raise CalculatorError(f"unsupported expression: {shown}")
+
+    def unary(self, node: ast.UnaryOp) -> int | float:
+        negative = False
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            negative ^= isinstance(node.op, ast.USub)
+            node = node.operand  # `- - -1` is a chain: walk it in a loop, not by recursion
+        value = self.eval(node)
+        return -value if negative else value
+
+    def binary(self, node: ast.BinOp) -> int | float:
+        # `1+1+...+1` is a left-deep chain as long as the input: walk its left spine in a loop,
+        # so only right operands (parentheses, powers) recurse.
+        spine = []
+        while isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            spine.append(node)
+            node = node.left
+        value = self.eval(node)
+        for step in reversed(spine):
+            value = _checked(_apply(step.op, value, self.eval(step.right)))
+        return value
+
+
+def _apply(op: ast.operator, left: int | float, right: int | float) -> int | float:
+    try:
+        return _BINARY[type(op)](left, right)
+    except ZeroDivisionError:
+        raise CalculatorError("division by zero") from None
+    except OverflowError:
+        raise CalculatorError("the result is too large") from None
+
+
+def _power(base: int | float, exponent: int | float) -> int | float:
+    if abs(exponent) > MAX_EXPONENT:
+        raise CalculatorError("exponent too large")
+    exact = isinstance(base, int) and isinstance(exponent, int) and exponent >= 0
+    if exact and abs(base).bit_length() * exponent <= _EXACT_POWER_BITS:
+        return base**exponent
+    return float(base) ** exponent  # a complex result is refused by _checked
 
 
 def _checked(value: Any) -> int | float:
-    if isinstance(value, complex) or not isinstance(value, int | float):
+    if isinstance(value, complex) or not isinstance(value, int | float) or value != value:
         raise CalculatorError("the result is not a real number")
     if abs(value) > MAX_MAGNITUDE:
         raise CalculatorError("the result is too large")
     return value
+
+
+# -- functions ------------------------------------------------------------------------------------
+
+
+def _sqrt(x: int | float) -> float:
+    if x < 0:
+        raise CalculatorError("sqrt() of a negative number is not a real number")
+    return math.sqrt(x)
+
+
+def _log(x: int | float, base: int | float | None = None) -> float:
+    if x <= 0:
+        raise CalculatorError("log() is defined for positive numbers only")
+    if base is None:
+        return math.log(x)
+    if base <= 0 or base == 1:
+        raise CalculatorError("log() needs a positive base other than 1")
+    return math.log(x, base)
+
+
+def _log10(x: int | float) -> float:
+    if x <= 0:
+        raise CalculatorError("log10() is defined for positive numbers only")
+    return math.log10(x)
+
+
+def _round(x: int | float, digits: int | float | None = None) -> int | float:
+    if digits is None:
+        return round(x)
+    if not float(digits).is_integer() or abs(digits) > MAX_ROUND_DIGITS:
+        raise CalculatorError(
+            f"round() takes a whole number of digits between {-MAX_ROUND_DIGITS} "
+            f"and {MAX_ROUND_DIGITS}"
+        )
+    return round(x, int(digits))
+
+
+# name -> (function, fewest arguments, most arguments or None for any number)
+_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
+    "sqrt": (_sqrt, 1, 1), "abs": (abs, 1, 1), "round": (_round, 1, 2),
+    "floor": (math.floor, 1, 1), "ceil": (math.ceil, 1, 1), "sin": (math.sin, 1, 1),
+    "cos": (math.cos, 1, 1), "tan": (math.tan, 1, 1), "log": (_log, 1, 2),
+    "log10": (_log10, 1, 1), "exp": (math.exp, 1, 1),
+    "min": (lambda *a: min(a), 1, None), "max": (lambda *a: max(a), 1, None),
+}  # fmt: skip
+
+
+def _function_name(node: ast.Call) -> str | None:
+    """`sqrt(2)`: the name of a plain call; None for `f(x=1)`, `a.b()` or `f()()`."""
+    return node.func.id if isinstance(node.func, ast.Name) and not node.keywords else None
+
+
+def _call(name: str, args: list[int | float]) -> int | float:
+    func, fewest, most = _FUNCTIONS[name]
+    if len(args) < fewest or (most is not None and len(args) > most):
+        raise CalculatorError(f"{name}() takes {_arity(fewest, most)}, got {len(args)}")
+    try:
+        return func(*args)
+    except OverflowError:
+        raise CalculatorError("the result is too large") from None
+    except ValueError as err:
+        if isinstance(err, CalculatorError):
+            raise
+        raise CalculatorError(f"{name}() is not defined for these arguments") from None
+
+
+def _arity(fewest: int, most: int | None) -> str:
+    if most is None:
+        return f"at least {fewest} number{'s' * (fewest != 1)}"
+    if fewest == most:
+        return f"{fewest} number{'s' * (fewest != 1)}"
+    return f"{fewest} to {most} numbers"
 
 
 def format_number(value: int | float) -> str:
@@ -112,11 +248,13 @@ class Calculator:
 
     def call(self, args: dict[str, Any]) -> str:
         expression = args.get("input", "")
-        if not isinstance(expression, str):
+        if isinstance(expression, int | float):
             expression = str(expression)
+        if not isinstance(expression, str):  # str() of a deeply nested list could itself fail
+            return "Error: expected a math expression as text"
         try:
             return format_number(calculate(expression))
-        except (CalculatorError, OverflowError, ValueError, TypeError) as err:
+        except CalculatorError as err:  # calculate() raises nothing else
             return f"Error: {err}"
 
 

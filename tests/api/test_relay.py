@@ -48,3 +48,18 @@ def test_a_stream_nobody_reads_is_cut_off_at_its_limit(redis_url, keys):
     assert "not reading" in events[-1]["relayError"]
     assert sum(len(e.get("lines", "")) for e in events) <= 10_000
     assert relay.open_streams() == 0  # unsubscribed: nothing more is buffered for it
+
+
+def test_a_message_that_is_not_valid_ends_only_its_own_stream(redis_url, keys):
+    relay = Relay(redis_url)
+    bad, good = keys.execution_events("r4"), keys.execution_events("r5")
+    bad_stream, good_stream = relay.subscribe(bad), relay.subscribe(good)
+    client = redis.Redis.from_url(redis_url)
+    client.publish(bad, b"\xff\xfe not utf-8")  # no worker writes this; the relay must survive it
+    client.publish(bad, b"[1, 2]")
+    client.publish(good, json.dumps({"s": 0, "lines": "ok\n"}))
+    client.close()
+    assert "could not be read" in bad_stream.get(timeout=5)["relayError"]
+    assert good_stream.get(timeout=5) == {"s": 0, "lines": "ok\n"}
+    relay.unsubscribe(bad_stream)
+    relay.unsubscribe(good_stream)

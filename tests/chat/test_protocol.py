@@ -154,7 +154,7 @@ def test_basic_auth_with_wrong_credentials_is_403(chat_deployment, guarded):
         assert response.json() == {"message": "Authorization data is wrong!"}
         assert BASIC_PASSWORD not in response.text
     assert executions(chat_deployment, workflow) == 0
-    assert chat_deployment.chat_list("auth-wrong") == []
+    assert chat_deployment.chat_list("auth-wrong", workflow["id"]) == []  # its private memory
 
 
 def test_basic_auth_with_the_credential_answers(guarded):

@@ -124,8 +124,10 @@ class Deployment:
         raw = self.redis.get(self.keys.execution(execution_id))
         return json.loads(raw) if raw else None
 
-    def chat_list(self, session_id: str) -> list[dict]:
-        return [json.loads(x) for x in self.redis.lrange(self.keys.chat(session_id), 0, -1)]
+    def chat_list(self, session_id: str, workflow_id: str | None = None) -> list[dict]:
+        """A session's memory: a public chat's, or a protected workflow's (`workflow_id`)."""
+        key = self.keys.chat(session_id, workflow_id)
+        return [json.loads(x) for x in self.redis.lrange(key, 0, -1)]
 
 
 def fresh_ids(workflow: dict) -> dict:

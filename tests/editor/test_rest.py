@@ -189,7 +189,7 @@ def test_bad_workflows_get_clear_json_errors(client):
     assert response.json() == {"message": 'Node "A": unknown node type "nope.node"', "node": "A"}
     not_json = client.post("/workflows", content=b"{", headers={"Content-Type": "application/json"})
     assert not_json.status_code == 400
-    assert not_json.json()["message"] == "The request body must be a JSON object"
+    assert not_json.json()["message"] == "The request body is not valid JSON"
     assert client.post("/workflows", json=[1, 2]).status_code == 400
 
 
