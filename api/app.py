@@ -15,7 +15,7 @@ from flask.json.provider import DefaultJSONProvider
 from api import errors, ops, push, rest, webhooks
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
-from mini_n8n.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger("mini_n8n.api")
 
@@ -82,10 +82,8 @@ def _import_workflows(app: Flask, settings: Settings) -> None:
 
 
 def _import_once(rt, folder: str) -> bool:
-    from mini_n8n.importer import import_directory
-
     try:
-        for line in import_directory(rt.workflows, folder, activate=True):
+        for line in rt.workflows.import_directory(folder, activate=True):
             log.info(line)
         return True
     except redis.RedisError as err:

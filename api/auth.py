@@ -18,7 +18,7 @@ import logging
 from flask import Request
 
 from api.errors import ApiError
-from mini_n8n.credentials import CredentialError
+from core.credentials import CredentialError
 
 log = logging.getLogger("mini_n8n.auth")
 

@@ -9,7 +9,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from api.launcher import LaunchError
-from api.workflow_store import ActivationError, WorkflowNotFound
+from core.workflow_store import ActivationError, WorkflowNotFound
 from engine.errors import EngineError
 
 log = logging.getLogger("mini_n8n.api")

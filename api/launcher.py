@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.relay import Relay, Stream
+from core.executions import ExecutionStore, Status, now_ms
+from core.keys import Keys
+from core.settings import Settings
 from engine.workflow import Workflow
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
 from worker.celery_app import TASK_NAME
-from worker.executions import ExecutionStore, Status, now_ms
 
 
 class LaunchError(Exception):

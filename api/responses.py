@@ -23,9 +23,9 @@ import redis
 from flask import Response, jsonify
 
 from api.launcher import Launch
+from core.executions import FINISHED, ExecutionStore, Status
 from core.jsontext import dumps
 from engine.run_data import Run
-from worker.executions import FINISHED, ExecutionStore, Status
 
 log = logging.getLogger("mini_n8n.api")
 

@@ -11,13 +11,14 @@ from flask import current_app
 
 from api.launcher import Launcher
 from api.relay import Relay
-from api.workflow_store import WorkflowStore
+from core.executions import ExecutionStore
+from core.keys import Keys
+from core.settings import Settings
+from core.workflow_store import WorkflowStore
 from engine.services import Services
+from engine.workflow import load_workflow
 from memory.redis import RedisMemory
 from memory.window import InProcessMemory
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
-from worker.executions import ExecutionStore
 
 # Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
 # thousands of requests a second and keeps the api's connection count constant under load.
@@ -36,7 +37,7 @@ class ApiRuntime:
             client_name="mini-n8n-api",
         )
         self.redis = redis.Redis(connection_pool=pool)
-        self.workflows = WorkflowStore(self.redis, self.keys)
+        self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
         self.executions = ExecutionStore(self.redis, self.keys, settings.executions_ttl)
         self.memory = RedisMemory(self.redis, self.keys)
         self._relay: Relay | None = None
@@ -75,7 +76,7 @@ class ApiRuntime:
         """The deployment's CredentialStore, read once (CredentialError if the file is bad)."""
         with self._lock:
             if self._credentials is None:
-                from mini_n8n.credentials import CredentialStore
+                from core.credentials import CredentialStore
 
                 self._credentials = CredentialStore.from_env()
             return self._credentials
@@ -83,7 +84,7 @@ class ApiRuntime:
     def redis_for_credential(self, ref):
         """The Redis client a memory node's `redis` credential names (the workers' rule)."""
         if self._redis_connections is None:
-            from worker.redis_credentials import RedisConnections
+            from core.redis_credentials import RedisConnections
 
             store = self.credentials
             with self._lock:

@@ -13,14 +13,14 @@ import time
 import redis
 from _common import redis_server, summary
 
-from mini_n8n.settings import Settings
+from core.settings import Settings
 from worker.celery_app import create_celery
 
 WORKER = r"""
 import sys, time
 from gevent import monkey; monkey.patch_all()
 import redis
-from mini_n8n.settings import Settings
+from core.settings import Settings
 from worker.celery_app import create_celery
 app = create_celery(Settings(redis_url=sys.argv[1], broker_url=sys.argv[1], task_queue="hop"))
 client = redis.Redis.from_url(sys.argv[1])

@@ -12,11 +12,11 @@ import time
 import redis
 from _common import redis_server, summary
 
+from core.keys import Keys
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
-from mini_n8n.keys import Keys
 from tests.workflows import REDIS_CHAT, example
 
 

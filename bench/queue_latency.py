@@ -21,11 +21,11 @@ import httpx
 import redis
 from _common import pct, redis_server, summary
 
+from core.keys import Keys
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
-from mini_n8n.keys import Keys
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.workflows import REDIS_CHAT, example
 

@@ -19,7 +19,7 @@ class EngineError(Exception):
         return self.message
 
 
-class WorkflowValidationError(EngineError):
+class WorkflowValidationError(EngineError, ValueError):
     """The workflow cannot be loaded: unknown node type, missing sub-node, bad connection..."""
 
 

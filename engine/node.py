@@ -39,6 +39,10 @@ class NodeType:
     def validate(self, node: Node) -> None:
         """Raise WorkflowValidationError for parameters that can never work."""
 
+    def activation_warning(self, node: Node, queue_mode: bool) -> str | None:
+        """Something the user should know when a workflow with this node is activated."""
+        return None
+
     def execute(self, ctx: ExecuteContext) -> NodeOutput:
         raise NotImplementedError(f"{self.type} cannot run as a main node")
 

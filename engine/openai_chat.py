@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import queue
-import sys
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ import openai
 
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
+from engine.services import Spawn, spawn_thread
 from memory.messages import ChatMessage, ToolCall
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,17 @@ class _Failure(Exception):
 class OpenAiChatModel:
     retry_base_delay = 0.5  # seconds; doubles per retry when the server names no delay
 
-    def __init__(self, settings: OpenAiSettings, api_key: str, cancel: Cancellation | None = None):
+    def __init__(
+        self,
+        settings: OpenAiSettings,
+        api_key: str,
+        cancel: Cancellation | None = None,
+        spawn: Spawn = spawn_thread,
+    ):
         self.settings = settings
         self._api_key = api_key
         self._cancel = cancel
+        self._spawn = spawn
 
     def __repr__(self) -> str:
         s = self.settings
@@ -132,7 +139,7 @@ class OpenAiChatModel:
 
     def _stream_once(self, body: dict[str, Any], answer: _Answer, cancel) -> None:
         client = self._get_client()
-        pump = _Pump(lambda: client.chat.completions.create(**body, stream=True))
+        pump = _Pump(lambda: client.chat.completions.create(**body, stream=True), self._spawn)
         try:
             while True:
                 if cancel is not None and cancel.is_set():
@@ -313,18 +320,10 @@ class _Pump:
     """Reads one streamed completion in the background into `events`:
     ("chunk", chunk)..., then ("done", None) or (phase, exception) with phase request/stream."""
 
-    def __init__(self, open_stream):
+    def __init__(self, open_stream, spawn: Spawn):
         self.events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
-        self._greenlet = None
-        if _gevent_patched():
-            import gevent
-
-            self._greenlet = gevent.spawn(self._run, open_stream)
-        else:
-            threading.Thread(
-                target=self._run, args=(open_stream,), daemon=True, name="openai-stream"
-            ).start()
+        self._interrupt = spawn(lambda: self._run(open_stream))
 
     def _run(self, open_stream) -> None:
         phase, stream = "request", None
@@ -345,19 +344,10 @@ class _Pump:
 
     def stop(self) -> None:
         self._stopped.set()
-        # Under gevent, killing the greenlet interrupts its socket wait at once and closes the
-        # response. A real thread cannot be interrupted: it drops the stream at its next chunk
-        # or read timeout, while the caller has already moved on.
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-
-
-def _gevent_patched() -> bool:
-    if "gevent" not in sys.modules:
-        return False
-    from gevent import monkey
-
-    return bool(monkey.is_module_patched("socket") and monkey.is_module_patched("threading"))
+        # A greenlet is interrupted in its socket wait at once and closes the response. A real
+        # thread cannot be: it drops the stream at its next chunk or read timeout, while the
+        # caller has already moved on.
+        self._interrupt()
 
 
 def _wait(seconds: float, cancel: Cancellation | None) -> None:

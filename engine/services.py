@@ -3,22 +3,36 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mini_n8n.keys import Keys
+from core.keys import Keys
+
+# Runs a function in the background; returns how to interrupt it (a blocking read included).
+Spawn = Callable[[Callable[[], None]], Callable[[], None]]
+
+
+def spawn_thread(fn: Callable[[], None]) -> Callable[[], None]:
+    """A daemon thread. A thread cannot be interrupted: the returned stop does nothing, and the
+    function notices it is no longer wanted at its next step."""
+    threading.Thread(target=fn, daemon=True).start()
+    return lambda: None
 
 
 @dataclass
 class Services:
     redis: Any = None  # a redis.Redis client (decode_responses=True) for nodes that need one
-    credentials: Any = None  # an object with resolve(type_name, ref) -> dict (mini_n8n.credentials)
+    credentials: Any = None  # an object with resolve(type_name, ref) -> dict (core.credentials)
     keys: Keys = field(default_factory=Keys)
     clock: Callable[[], float] = time.time  # wall clock in seconds; tests inject their own
     sleep: Callable[[float], None] = time.sleep
     simple_memory: Any = None  # the process-wide in-process ChatMemory behind Simple Memory
     queue_mode: bool = False  # True on Celery workers: Simple Memory warns that it forgets
-    # ref -> redis.Redis for the Redis memory's own `redis` credential (worker/redis_credentials)
+    # ref -> redis.Redis for the Redis memory's own `redis` credential (core/redis_credentials.py)
     redis_for_credential: Callable[[Any], Any] | None = None
+    # How a model's streaming read runs beside the execution; a gevent worker lends greenlets,
+    # which a stop can interrupt in the middle of a socket wait.
+    spawn: Spawn = spawn_thread

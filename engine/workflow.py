@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.errors import WorkflowValidationError
 from engine.node import AI_CONNECTION_TYPES, NodeType, get_node_type
+from engine.webhooks import workflow_webhooks
 
 CONNECTION_TYPES = ("main", *AI_CONNECTION_TYPES)
 # Node types that only decorate the canvas; an export carries them and they never run.
@@ -102,6 +103,19 @@ class Workflow:
 
     def triggers(self) -> list[Node]:
         return [n for n in self.nodes.values() if self.types[n.name].kind == "trigger"]
+
+    def webhook_routes(self) -> list[tuple[str, str]]:
+        """(METHOD, path) of every webhook the enabled triggers listen on."""
+        return [(spec.method, spec.path) for _, spec in workflow_webhooks(self)]
+
+    def activation_warnings(self, queue_mode: bool) -> list[str]:
+        """What its nodes want the user to know when it is activated (once per node type)."""
+        warnings: dict[str, None] = {}
+        for node in self.nodes.values():
+            warning = self.types[node.name].activation_warning(node, queue_mode)
+            if warning:
+                warnings[f'Workflow "{self.name}": {warning}'] = None
+        return list(warnings)
 
     def to_json(self) -> dict[str, Any]:
         data = copy.deepcopy(self.raw)

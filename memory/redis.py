@@ -1,6 +1,6 @@
 """Redis chat memory, in the layout n8n's Redis Chat Memory (LangChain RedisChatMessageHistory) uses.
 
-Keys (built by `Keys`, see mini_n8n/keys.py):
+Keys (built by `Keys`, see core/keys.py):
 
 | key                              | type | holds                                                  |
 |----------------------------------|------|--------------------------------------------------------|
@@ -28,9 +28,9 @@ from typing import Any
 import redis
 
 from core.jsontext import dumps
+from core.keys import Keys
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
-from mini_n8n.keys import Keys
 
 log = logging.getLogger(__name__)
 

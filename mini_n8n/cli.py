@@ -77,7 +77,7 @@ def _run(args) -> int:
 
 
 def _api(args) -> int:
-    from mini_n8n.settings import Settings
+    from core.settings import Settings
 
     settings = Settings.from_env()
     argv = [
@@ -122,21 +122,20 @@ def _worker(args) -> int:
 def _store():
     import redis
 
-    from api.workflow_store import WorkflowStore
-    from mini_n8n.keys import Keys
-    from mini_n8n.settings import Settings
+    from core.keys import Keys
+    from core.settings import Settings
+    from core.workflow_store import WorkflowStore
+    from engine.workflow import load_workflow
 
     settings = Settings.from_env()
     client = redis.Redis.from_url(settings.redis_url, decode_responses=True)
-    return WorkflowStore(client, Keys.from_settings(settings)), client, settings
+    return WorkflowStore(client, Keys.from_settings(settings), load_workflow), client, settings
 
 
 def _import(args) -> int:
-    from mini_n8n.importer import import_file
-
     store, _, _ = _store()
     for path in args.files:
-        for line in import_file(store, path, activate=args.activate):
+        for line in store.import_file(path, activate=args.activate):
             print(line)
     return 0
 
@@ -165,8 +164,8 @@ def _deactivate(args) -> int:
 
 
 def _sessions(args) -> int:
+    from core.keys import ReservedKeyError
     from memory.redis import RedisMemory, protected_sessions
-    from mini_n8n.keys import ReservedKeyError
 
     store, client, _ = _store()
     memory = RedisMemory(client, store.keys, workflow_id=args.workflow)

@@ -10,14 +10,14 @@ from typing import Any, TextIO
 import redis
 
 from core.jsontext import dumps
+from core.keys import Keys
+from core.settings import Settings
 from engine.errors import EngineError
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
 
 
 def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
@@ -50,6 +50,6 @@ def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
 
 
 def _credentials():
-    from mini_n8n.credentials import CredentialStore
+    from core.credentials import CredentialStore
 
     return CredentialStore.from_env()

@@ -24,9 +24,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from mini_n8n.keys import Keys
+from core.keys import Keys
+from core.settings import Settings
 from mini_n8n.redis_server import EmbeddedRedis, free_port, reachable
-from mini_n8n.settings import Settings
 
 DATA_DIR = Path(".mini-n8n") / "redis"
 BUNDLED_WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -160,13 +160,14 @@ def _workflows_folder(option: str | None) -> Path | None:
 def _import(redis_url: str, keys: Keys, folder: Path) -> None:
     import redis
 
-    from api.workflow_store import WorkflowStore
-    from mini_n8n.importer import import_directory
+    from core.workflow_store import WorkflowStore
+    from engine.workflow import load_workflow
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         print(f"Workflows: importing {folder}")
-        for line in import_directory(WorkflowStore(client, keys), folder, activate=True):
+        store = WorkflowStore(client, keys, load_workflow)
+        for line in store.import_directory(folder, activate=True):
             print(f"  {line}")
     finally:
         client.close()
@@ -220,7 +221,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
     """(workflow name, path, serves a hosted page) for each active Chat Trigger."""
     import redis
 
-    from api.workflow_store import WorkflowStore
+    from core.workflow_store import WorkflowStore
     from engine.errors import WorkflowValidationError
     from engine.webhooks import workflow_webhooks
     from engine.workflow import load_workflow
@@ -228,7 +229,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     found = []
     try:
-        for data in WorkflowStore(client, keys).list():
+        for data in WorkflowStore(client, keys, load_workflow).list():
             if not data.get("active"):
                 continue
             try:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import redis
 
-from mini_n8n.keys import Keys
+from core.keys import Keys
 from mini_n8n.redis_server import scratch_redis
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.keys import Keys
 from memory.messages import ai, human
 from memory.redis import RedisMemory
 from mini_n8n.cli import main
-from mini_n8n.keys import Keys
 
 
 @pytest.fixture

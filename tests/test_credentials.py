@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mini_n8n.credentials import CredentialError, CredentialStore
+from core.credentials import CredentialError, CredentialStore
 
 KEY = "sk-test-SECRET-123"
 OTHER_KEY = "sk-test-OTHER-456"

@@ -3,7 +3,7 @@
 The task is thin: it hands its plain-data payload to the process's WorkerRuntime. Results are
 never stored in Celery (the execution record in Redis is the result), and tasks are acknowledged
 when they start: together with the `new -> running` claim this gives at-most-once execution
-(see worker/executions.py).
+(see core/executions.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 from celery import Celery, signals
 
-from mini_n8n.settings import Settings
+from core.settings import Settings
 
 TASK_NAME = "mini_n8n.run_execution"
 

@@ -17,18 +17,19 @@ from typing import Any
 
 import redis
 
+from core.executions import ExecutionStore, Status, now_ms
+from core.keys import Keys
+from core.redis_credentials import RedisConnections
+from core.settings import Settings
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.run_data import Run
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
-from worker.executions import ExecutionStore, Status, now_ms
+from worker import greenlets
 from worker.publisher import Outbox
 from worker.push import PushHooks
-from worker.redis_credentials import RedisConnections
 
 log = logging.getLogger("mini_n8n.worker")
 
@@ -56,6 +57,7 @@ class WorkerRuntime:
             keys=self.keys,
             simple_memory=InProcessMemory(),
             queue_mode=True,
+            spawn=greenlets.spawn,
         )
         # The Redis memory's `redis` credential (n8n exports always name one): its own server
         # if configured, else this deployment's Redis.
@@ -331,7 +333,7 @@ def _bounded_run_data(run_data: dict[str, Any]) -> dict[str, Any]:
 
 def _credentials():
     try:
-        from mini_n8n.credentials import CredentialStore
+        from core.credentials import CredentialStore
 
         return CredentialStore.from_env()
     except Exception as err:  # a broken credentials file must not stop chats that need none

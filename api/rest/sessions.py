@@ -13,8 +13,8 @@ from flask import jsonify, request
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
+from core.keys import ReservedKeyError
 from memory.redis import RedisMemory, protected_sessions
-from mini_n8n.keys import ReservedKeyError
 
 
 @bp.get("/sessions")

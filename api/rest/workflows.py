@@ -14,7 +14,7 @@ from api.chat_trigger import validate_chat_body
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
-from api.workflow_store import WorkflowNotFound
+from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatTrigger
 
 PUSH_REF = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # becomes part of a Redis channel name

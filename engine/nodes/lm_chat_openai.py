@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.credentials import CredentialError, ResolvedCredential
 from engine.errors import NodeExecutionError, WorkflowValidationError
 from engine.node import NodeType, register
 from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for callers)
@@ -20,7 +21,6 @@ from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for
     OpenAiChatModel,
     OpenAiSettings,
 )
-from mini_n8n.credentials import CredentialError, ResolvedCredential
 
 # Options n8n stores as numbers: name -> (type, smallest allowed value)
 NUMERIC_OPTIONS = {
@@ -83,7 +83,10 @@ class LmChatOpenAi(NodeType):
             organization=credential.get("organizationId") or None,
         )
         return OpenAiChatModel(
-            settings, str(credential.get("apiKey") or ""), getattr(ctx, "cancel", None)
+            settings,
+            str(credential.get("apiKey") or ""),
+            getattr(ctx, "cancel", None),
+            ctx.services.spawn,
         )
 
 

@@ -24,6 +24,9 @@ class MemoryBufferWindow(NodeType):
     sub_output = "ai_memory"
     defaults = dict(SESSION_DEFAULTS)
 
+    def activation_warning(self, node, queue_mode: bool) -> str | None:
+        return QUEUE_MODE_WARNING if queue_mode else None
+
     def supply_data(self, ctx, item_index: int) -> SessionMemory:
         backend = ctx.services.simple_memory or _fallback
         # n8n keys the process-wide buffer by workflow and session.

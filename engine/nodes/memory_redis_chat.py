@@ -2,17 +2,17 @@
 n8n's own layout, so any worker sees every turn and `redis-cli` shows the history.
 
 Which list a session is: `Keys.chat(session, memory_scope(workflow))`, so a protected chat's
-memory is private to its workflow (see engine/chat_session.py and mini_n8n/keys.py)."""
+memory is private to its workflow (see engine/chat_session.py and core/keys.py)."""
 
 from __future__ import annotations
 
+from core.credentials import CredentialError
+from core.keys import ReservedKeyError
 from engine.chat_session import SESSION_DEFAULTS, memory_scope, session_id, window_length
 from engine.errors import NodeExecutionError, SessionKeyRefused
 from engine.node import NodeType, register
 from memory.base import SessionMemory
 from memory.redis import RedisMemory
-from mini_n8n.credentials import CredentialError
-from mini_n8n.keys import ReservedKeyError
 
 
 @register

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.app import create_app
-from api.workflow_store import WorkflowStore
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
+from core.keys import Keys
+from core.settings import Settings
+from core.workflow_store import WorkflowStore
+from engine.workflow import load_workflow
 from tests.e2e.test_hostile_input import _double_workflow, _strict_json
 from tests.workflows import REDIS_CHAT, example, with_response_mode
 
@@ -110,7 +111,7 @@ def fuzz_app(redis_url):
         )
     )
     client = redis.Redis.from_url(redis_url, decode_responses=True)
-    store = WorkflowStore(client, keys)
+    store = WorkflowStore(client, keys, load_workflow)
     # Streaming: a run that fails (an empty chatInput gives the Agent no prompt) still answers
     # 200 with an error line; lastNode would answer n8n's documented 500 "Error in workflow".
     chat = with_response_mode(example(REDIS_CHAT), "streaming")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from api.app import create_app
+from core.keys import Keys
+from core.settings import Settings
 from memory.messages import ai, human
 from memory.redis import RedisMemory
-from mini_n8n.keys import Keys
-from mini_n8n.settings import Settings
 
 API_KEY = "sessions-test-key"
 

@@ -9,8 +9,9 @@ import uuid
 import httpx
 import pytest
 
-from api.workflow_store import WorkflowStore
-from mini_n8n.keys import Keys
+from core.keys import Keys
+from core.workflow_store import WorkflowStore
+from engine.workflow import load_workflow
 from tests.chat.support import (
     BASIC_CREDENTIAL,
     BASIC_PASSWORD,
@@ -115,7 +116,7 @@ def beside_n8n(redis_url):
     """A deployment with no global key prefix and n8n's bare memory keys, as run beside n8n."""
     deploy = Deployment(redis_url, MINI_N8N_KEY_PREFIX="", MINI_N8N_MEMORY_KEY_PREFIX="")
     deploy.keys = Keys("", memory_prefix="")
-    deploy.workflows = WorkflowStore(deploy.redis, deploy.keys)
+    deploy.workflows = WorkflowStore(deploy.redis, deploy.keys, load_workflow)
     try:
         deploy.base = deploy.start_api()
         deploy.worker = deploy.start_worker()

@@ -18,8 +18,9 @@ from pathlib import Path
 import httpx
 import redis
 
-from api.workflow_store import WorkflowStore
-from mini_n8n.keys import Keys
+from core.keys import Keys
+from core.workflow_store import WorkflowStore
+from engine.workflow import load_workflow
 from mini_n8n.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ class Deployment:
         self.redis_url = redis_url
         self.keys = Keys(prefix=f"e2e{uuid.uuid4().hex[:8]}:")
         self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
-        self.workflows = WorkflowStore(self.redis, self.keys)
+        self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
         self.env = {
             **os.environ,
             "REDIS_URL": redis_url,

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import openai
 import pytest
 
+from core.credentials import CredentialStore
 from engine.errors import ExecutionCanceled, NodeExecutionError, WorkflowValidationError
 from engine.nodes.lm_chat_openai import LmChatOpenAi, OpenAiChatModel
 from engine.services import Services
 from memory.messages import ToolCall, ai, human, system, tool
-from mini_n8n.credentials import CredentialStore
 from tests.fakes.openai_server import fake_openai
 
 KEY = "sk-test-SECRET-123"

@@ -9,6 +9,7 @@ import uuid
 import pytest
 import redis
 
+from core.keys import Keys
 from engine.chat_session import memory_scope
 from engine.errors import NodeExecutionError, SessionKeyRefused
 from engine.executor import run_workflow
@@ -17,7 +18,6 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.messages import ai, human
 from memory.window import InProcessMemory
-from mini_n8n.keys import Keys
 from tests.workflows import GREETING, REDIS_CHAT, SIMPLE_CHAT, example, node
 
 TRIGGER, MEMORY = "When chat message received", "Redis Chat Memory"

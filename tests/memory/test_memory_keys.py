@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.keys import Keys, ReservedKeyError
+from core.settings import Settings
 from memory.messages import ai, human
 from memory.redis import RedisMemory, protected_sessions
-from mini_n8n.keys import Keys, ReservedKeyError
-from mini_n8n.settings import Settings
 from tests.memory.conformance import MemoryConformance
 
 # A turn as n8n's Redis Chat Memory stores it (LangChain's toDict, then JSON.stringify).

@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from mini_n8n.credentials import CredentialError, CredentialStore
-from worker.redis_credentials import RedisConnections
+from core.credentials import CredentialError, CredentialStore
+from core.redis_credentials import RedisConnections
 
 PASSWORD = "redis-SECRET-pw-5555"
 REF = {"id": "HbXX", "name": "Redis account"}

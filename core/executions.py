@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from core.jsontext import dumps
-from mini_n8n.keys import Keys
+from core.keys import Keys
 
 
 class Status(StrEnum):

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from mini_n8n.credentials import CredentialError
+from core.credentials import CredentialError
 
 TYPE = "redis"
 MAX_CLIENTS = 16  # distinct Redis credentials per worker process; the oldest is dropped beyond

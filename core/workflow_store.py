@@ -1,5 +1,10 @@
 """Workflows in Redis: `workflow:<id>` (JSON with "active"), the `workflows` id set, and the
-`webhooks` hash that maps "<METHOD> <path>" to the active workflow listening there."""
+`webhooks` hash that maps "<METHOD> <path>" to the active workflow listening there.
+
+The store knows workflows only as JSON plus what `parse` makes of it (the engine's load_workflow,
+lent by whoever builds the store): an id, the raw JSON, the webhook routes its triggers listen
+on and the warnings worth showing when it is activated. A workflow that cannot be parsed raises a
+ValueError (the engine's WorkflowValidationError is one) and is never stored."""
 
 from __future__ import annotations
 
@@ -7,18 +12,29 @@ import json
 import logging
 import secrets
 import threading
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
 
 from core.jsontext import dumps
-from engine.errors import WorkflowValidationError
-from engine.webhooks import WebhookSpec, workflow_webhooks
-from engine.workflow import Workflow, load_workflow
-from mini_n8n.keys import Keys
+from core.keys import Keys
 
 log = logging.getLogger("mini_n8n.workflows")
 
+# The methods a webhook can listen on (HEAD is answered as GET, OPTIONS by the api itself).
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
-SIMPLE_MEMORY = "@n8n/n8n-nodes-langchain.memoryBufferWindow"
+
+
+class StoredWorkflow(Protocol):
+    id: str
+    name: str
+    raw: dict[str, Any]
+
+    def webhook_routes(self) -> list[tuple[str, str]]:
+        """(METHOD, path) of every webhook its enabled triggers listen on."""
+        ...
+
+    def activation_warnings(self, queue_mode: bool) -> list[str]: ...
 
 
 class WorkflowNotFound(Exception):
@@ -30,20 +46,21 @@ class ActivationError(Exception):
 
 
 class WorkflowStore:
-    def __init__(self, client, keys: Keys):
+    def __init__(self, client, keys: Keys, parse: Callable[[Any], StoredWorkflow]):
         self.client = client
         self.keys = keys
-        self._parsed: dict[str, tuple[str, Workflow]] = {}
+        self.parse = parse
+        self._parsed: dict[str, tuple[str, Any]] = {}
         self._lock = threading.Lock()
 
     # --- CRUD -----------------------------------------------------------------------------
-    def save(self, data: dict[str, Any]) -> Workflow:
+    def save(self, data: dict[str, Any]) -> Any:
         """Validate and store a workflow (an n8n export as it is). Keeps it active if it was."""
         data = dict(data)
         data["id"] = str(data.get("id") or secrets.token_hex(8))
         existing = self.get_json(data["id"])
         data["active"] = bool(existing and existing.get("active"))
-        workflow = load_workflow(data)
+        workflow = self.parse(data)
         if data["active"]:
             self._check_conflicts(workflow)
         pipe = self.client.pipeline(transaction=True)
@@ -59,7 +76,7 @@ class WorkflowStore:
         raw = self.client.get(self.keys.workflow(workflow_id))
         return json.loads(raw) if raw else None
 
-    def load(self, workflow_id: str) -> tuple[dict[str, Any], Workflow]:
+    def load(self, workflow_id: str) -> tuple[dict[str, Any], Any]:
         """The stored JSON and its parsed workflow, parsed once per version."""
         raw = self.client.get(self.keys.workflow(workflow_id))
         if raw is None:
@@ -68,7 +85,7 @@ class WorkflowStore:
             cached = self._parsed.get(workflow_id)
         if cached and cached[0] == raw:
             return cached[1].raw, cached[1]
-        workflow = load_workflow(json.loads(raw))
+        workflow = self.parse(json.loads(raw))
         with self._lock:
             self._parsed[workflow_id] = (raw, workflow)
         return workflow.raw, workflow
@@ -88,15 +105,35 @@ class WorkflowStore:
         pipe.srem(self.keys.workflows(), workflow_id)
         pipe.execute()
 
+    # --- files ----------------------------------------------------------------------------
+    def import_file(self, path: str | Path, activate: bool = False) -> list[str]:
+        """Import one file (a workflow object or a list of them). Returns lines to print."""
+        data = json.loads(Path(path).read_text())
+        lines = []
+        for item in data if isinstance(data, list) else [data]:
+            workflow = self.save(item)
+            lines.append(f'imported "{workflow.name}" as {workflow.id}')
+            if activate:
+                lines.extend(f"warning: {warning}" for warning in self.activate(workflow.id))
+                lines.append(f"activated {workflow.id}")
+        return lines
+
+    def import_directory(self, directory: str | Path, activate: bool = False) -> Iterator[str]:
+        """Every *.json file of a folder, in name order; a bad file is skipped and said so."""
+        for path in sorted(Path(directory).glob("*.json")):
+            try:
+                yield from self.import_file(path, activate)
+            except (ValueError, ActivationError) as err:  # invalid JSON or workflow
+                yield f"skipped {path.name}: {err}"
+
     # --- activation -----------------------------------------------------------------------
     def activate(self, workflow_id: str, queue_mode: bool = True) -> list[str]:
         """Register the workflow's webhooks. Returns warnings worth showing the user."""
         data = self.get_json(workflow_id)
         if data is None:
             raise WorkflowNotFound(workflow_id)
-        workflow = load_workflow(data)
-        specs = workflow_webhooks(workflow)
-        if not specs:
+        workflow = self.parse(data)
+        if not workflow.webhook_routes():
             raise ActivationError("the workflow has no trigger node that can be activated")
         self._check_conflicts(workflow)
         data["active"] = True
@@ -105,12 +142,9 @@ class WorkflowStore:
         self._register(pipe, workflow)
         pipe.set(self.keys.workflow(workflow_id), dumps(data))
         pipe.execute()
-        warnings = []
-        if queue_mode and any(n.type == SIMPLE_MEMORY for n in workflow.nodes.values()):
-            from engine.nodes.memory_buffer_window import QUEUE_MODE_WARNING
-
-            warnings.append(f'Workflow "{workflow.name}": {QUEUE_MODE_WARNING}')
-            log.warning(warnings[-1])
+        warnings = workflow.activation_warnings(queue_mode)
+        for warning in warnings:
+            log.warning(warning)
         return warnings
 
     def deactivate(self, workflow_id: str) -> None:
@@ -131,29 +165,29 @@ class WorkflowStore:
         allowed = [m for m, wid in found.items() if wid]
         return found.get(method.upper()), allowed
 
-    def _register(self, pipe, workflow: Workflow) -> None:
-        for _, spec in workflow_webhooks(workflow):
-            pipe.hset(self.keys.webhooks(), _field(spec.method, spec.path), workflow.id)
+    def _register(self, pipe, workflow: StoredWorkflow) -> None:
+        for method, path in workflow.webhook_routes():
+            pipe.hset(self.keys.webhooks(), _field(method, path), workflow.id)
 
     def _unregister(self, pipe, data: dict[str, Any] | None) -> None:
         if not data:
             return
         try:
-            old = load_workflow(data)
-        except WorkflowValidationError:
+            old = self.parse(data)
+        except ValueError:
             return
-        for _, spec in workflow_webhooks(old):
-            pipe.hdel(self.keys.webhooks(), _field(spec.method, spec.path))
+        for method, path in old.webhook_routes():
+            pipe.hdel(self.keys.webhooks(), _field(method, path))
 
-    def _check_conflicts(self, workflow: Workflow) -> None:
-        specs: list[WebhookSpec] = [spec for _, spec in workflow_webhooks(workflow)]
-        if not specs:
+    def _check_conflicts(self, workflow: StoredWorkflow) -> None:
+        routes = workflow.webhook_routes()
+        if not routes:
             return
-        owners = self.client.hmget(self.keys.webhooks(), [_field(s.method, s.path) for s in specs])
-        for spec, owner in zip(specs, owners, strict=True):
+        owners = self.client.hmget(self.keys.webhooks(), [_field(m, p) for m, p in routes])
+        for (method, path), owner in zip(routes, owners, strict=True):
             if owner and owner != workflow.id:
                 raise ActivationError(
-                    f'{spec.method} /webhook/{spec.path} is already used by workflow "{owner}"'
+                    f'{method} /webhook/{path} is already used by workflow "{owner}"'
                 )
 
 
