@@ -12,13 +12,18 @@ STAMP_TEST := $(VENV)/.installed-test
 up: $(STAMP_RUN)
 	$(BIN)/mini-n8n up
 
+# What the suite needs beyond Python packages: podman & co. for tests/compose, chromium for the
+# browser tests. Both scripts return at once when it is all there; they install it when root with
+# apt, and otherwise warn (the compose tests are then skipped, naming why).
 test: $(STAMP_TEST)
+	scripts/ensure-podman
 	scripts/ensure-chromium
 	$(BIN)/pytest -q
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP_TEST)
 	$(BIN)/ruff check --fix .

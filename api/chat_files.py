@@ -36,7 +36,7 @@ FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
 )
 
 
-def multipart_item(request: Request, settings, allowed_types: object) -> dict[str, Any]:
+def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = request.form.to_dict()
     if "metadata" in fields:
         fields["metadata"] = _metadata(fields["metadata"])
@@ -44,7 +44,6 @@ def multipart_item(request: Request, settings, allowed_types: object) -> dict[st
     parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
     if not parts:
         return item
-    patterns = _patterns(allowed_types)
     total = 0
     fields["files"], item["binary"] = [], {}
     for index, part in enumerate(parts):
@@ -97,11 +96,6 @@ def pretty_bytes(size: int) -> str:
     while value >= 1000 and unit < len(units) - 1:
         value, unit = value / 1000, unit + 1
     return f"{float(f'{value:.3g}'):g} {units[unit]}"
-
-
-def _patterns(setting: object) -> list[str]:
-    text = setting if isinstance(setting, str) and setting.strip() else "*"
-    return [p.strip().lower() for p in text.split(",") if p.strip()]
 
 
 def _allowed(mime: str, name: str, patterns: list[str]) -> bool:

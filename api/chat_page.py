@@ -20,6 +20,7 @@ from flask import Response
 
 from api import cors
 from core.jsontext import dumps
+from engine.nodes.chat_trigger import ChatSettings
 
 STATIC = Path(__file__).parent / "static" / "chat"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -73,14 +74,14 @@ def render_page(config: dict[str, Any], nonce: str) -> str:
     return PLACEHOLDER.sub(lambda m: parts[m.group(1)], assets["html"])
 
 
-def page_response(workflow, params: dict[str, Any]) -> Response:
+def page_response(workflow, chat: ChatSettings) -> Response:
     nonce = secrets.token_urlsafe(16)
     csp = (
         f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
         "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
-        f"frame-ancestors {cors.frame_ancestors(params['options'].get('allowedOrigins'))}"
+        f"frame-ancestors {cors.frame_ancestors(chat.allowed_origins)}"
     )
-    html = render_page(page_config(workflow, params), nonce)
+    html = render_page(page_config(workflow, chat.params), nonce)
     return Response(
         html,
         content_type="text/html; charset=utf-8",

@@ -20,9 +20,8 @@ from api.auth import check_webhook_auth
 from api.chat_files import multipart_item
 from api.chat_page import page_response
 from api.errors import ApiError
-from engine.context import merged_parameters
 from engine.errors import EngineError, SessionKeyRefused
-from engine.nodes.chat_trigger import ChatTrigger
+from engine.nodes.chat_trigger import ChatSettings, chat_settings
 from engine.previous_session import previous_session as load_previous_session
 from engine.workflow import Node, Workflow
 
@@ -30,13 +29,6 @@ MAX_SESSION_ID = 256
 # Session ids become Redis keys and header values: no control characters, no lone surrogates.
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 ACTIONS = ("sendMessage", "loadPreviousSession")
-
-
-def chat_options(node: Node) -> dict[str, Any]:
-    params = merged_parameters(node, ChatTrigger.defaults)
-    if not isinstance(params.get("options"), dict):  # `"options": null` in a hand-written export
-        params["options"] = dict(ChatTrigger.defaults["options"])
-    return params
 
 
 def _not_registered(request: Request) -> ApiError:
@@ -47,20 +39,20 @@ def _not_registered(request: Request) -> ApiError:
 
 
 def chat_preflight(node: Node, request: Request, methods: list[str]) -> Response:
-    params = chat_options(node)
-    if not params.get("public"):
+    chat = chat_settings(node)
+    if not chat.public:
         raise _not_registered(request)
-    return cors.preflight(params["options"].get("allowedOrigins"), request, methods)
+    return cors.preflight(chat.allowed_origins, request, methods)
 
 
-def handle_chat(rt, raw: dict, workflow: Workflow, node: Node, request: Request, start) -> Response:
+def handle_chat(rt, workflow: Workflow, node: Node, request: Request, start) -> Response:
     """`start(items, response_mode, session_id, headers)` launches the execution and answers."""
-    params = chat_options(node)
-    if not params.get("public"):
+    chat = chat_settings(node)
+    if not chat.public:
         raise _not_registered(request)
-    cors_headers = cors.cors_headers(params["options"].get("allowedOrigins"), request)
+    cors_headers = cors.cors_headers(chat.allowed_origins, request)
     try:
-        response = _answer(rt, workflow, node, params, request, start)
+        response = _answer(rt, workflow, node, chat, request, start)
     except ApiError as err:
         err.headers = {**cors_headers, **err.headers}
         raise
@@ -71,30 +63,27 @@ def handle_chat(rt, raw: dict, workflow: Workflow, node: Node, request: Request,
     return response
 
 
-def _answer(rt, workflow, node, params, request: Request, start) -> Response:
-    check_webhook_auth(rt, node, params.get("authentication", "none"), request)
+def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> Response:
+    check_webhook_auth(rt, node, chat.authentication, request)
     if request.method in ("GET", "HEAD"):
-        if params.get("mode", "hostedChat") != "hostedChat":
+        if not chat.hosted_page:
             raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
-        return page_response(workflow, params)
-    item = chat_item(request, rt.settings, params["options"])
+        return page_response(workflow, chat)
+    item = chat_item(request, rt.settings, chat.allowed_file_types)
     body = item["json"]
     headers: dict[str, str] = {}
     if body.get("sessionId") is None:
         # Never fall back to a shared default session: a fresh one, returned to the client.
         body["sessionId"] = headers["X-Session-Id"] = str(uuid.uuid4())
     if body.get("action", "sendMessage") == "loadPreviousSession":
-        return previous_session(rt, workflow, node, params, body, headers)
-    response_mode = params["options"].get("responseMode") or "lastNode"
-    if response_mode == "responseNodes":
-        response_mode = "responseNode"
-    return start([item], response_mode, body["sessionId"], headers)
+        return previous_session(rt, workflow, node, chat, body, headers)
+    return start([item], chat.response_mode, body["sessionId"], headers)
 
 
-def chat_item(request: Request, settings, options: dict[str, Any]) -> dict[str, Any]:
+def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, Any]:
     """The trigger's output item: the JSON body, or the form fields plus files."""
     if request.mimetype == "multipart/form-data":
-        item = multipart_item(request, settings, options.get("allowedFilesMimeTypes"))
+        item = multipart_item(request, settings, file_types)
     else:
         item = {"json": json_body(request)}
     validate_chat_body(item["json"])
@@ -127,11 +116,11 @@ def validate_chat_body(body: dict[str, Any]) -> None:
         raise ApiError(400, '"metadata" must be an object')
 
 
-def previous_session(rt, workflow, node, params, body, headers) -> Response:
+def previous_session(rt, workflow, node, chat: ChatSettings, body, headers) -> Response:
     """n8n answers from the memory connected to the trigger, without running the workflow; the
     engine finds and reads it exactly as an execution would (engine/previous_session.py)."""
     data: list[dict[str, Any]] = []
-    if params["options"].get("loadPreviousSession") == "memory":
+    if chat.options.get("loadPreviousSession") == "memory":
         try:
             data = load_previous_session(workflow, node, body, rt.engine_services())
         except SessionKeyRefused as err:  # the client's session id names one of our own keys

@@ -1,4 +1,4 @@
-"""CORS for a Chat Trigger, from its `allowedOrigins` option (comma-separated, `*` = any).
+"""CORS for a Chat Trigger, from its `allowedOrigins` option (ChatSettings.allowed_origins).
 
 What n8n does and where we differ (DESIGN section 4):
 - Headers are only added when the request has an `Origin`; an allowed origin is echoed, never `*`,
@@ -26,31 +26,25 @@ MAX_AGE = "300"  # seconds a browser may cache a preflight, as n8n
 ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(?:\[[0-9a-f:.]+\]|[a-z0-9.*-]+)(?::\d{1,5})?")
 
 
-def allowed_origins(setting: object) -> list[str]:
-    text = setting if isinstance(setting, str) and setting.strip() else "*"
-    return [o.strip().rstrip("/").lower() for o in text.split(",") if o.strip()]
-
-
 def origin_allowed(origin: str, allowed: list[str], request: Request) -> bool:
     if "*" in allowed or origin.rstrip("/").lower() in allowed:
         return True
     return urlsplit(origin).netloc.lower() == request.host.lower()
 
 
-def frame_ancestors(setting: object) -> str:
+def frame_ancestors(allowed: list[str]) -> str:
     """Who may put the hosted chat page in a frame: the page itself and the allowed origins."""
-    allowed = allowed_origins(setting)
     if "*" in allowed:
         return "*"
     return " ".join(["'self'", *(o for o in allowed if ORIGIN.fullmatch(o))])
 
 
-def cors_headers(setting: object, request: Request) -> dict[str, str]:
+def cors_headers(allowed: list[str], request: Request) -> dict[str, str]:
     """Headers for an actual request; ApiError 403 when its origin is not allowed."""
     origin = request.headers.get("Origin")
     if origin is None:
         return {"Vary": "Origin"}
-    if not origin_allowed(origin, allowed_origins(setting), request):
+    if not origin_allowed(origin, allowed, request):
         raise ApiError(403, f"Origin {origin} is not allowed", headers={"Vary": "Origin"})
     return {
         "Access-Control-Allow-Origin": origin,
@@ -59,9 +53,9 @@ def cors_headers(setting: object, request: Request) -> dict[str, str]:
     }
 
 
-def preflight(setting: object, request: Request, methods: list[str]) -> Response:
+def preflight(allowed: list[str], request: Request, methods: list[str]) -> Response:
     allow = ", ".join(["OPTIONS", *methods])
-    headers = {"Allow": allow, **cors_headers(setting, request)}
+    headers = {"Allow": allow, **cors_headers(allowed, request)}
     if "Access-Control-Allow-Origin" in headers:
         headers["Access-Control-Allow-Methods"] = allow
         headers["Access-Control-Max-Age"] = MAX_AGE

@@ -19,18 +19,17 @@ REDIS_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, **extra):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
-        self.extra = extra
 
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError):
-        response = jsonify({"message": err.message, **err.extra})
+        response = jsonify({"message": err.message})
         response.status_code = err.status
         response.headers.update(err.headers)
         return response

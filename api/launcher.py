@@ -9,14 +9,18 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.relay import Relay, Stream
-from core.executions import ExecutionStore, Status, now_ms
+from core.clock import now_ms
+from core.executions import ExecutionStore, Status
 from core.keys import Keys
 from core.settings import Settings
 from engine.workflow import Workflow
 from worker.celery_app import TASK_NAME
+
+if TYPE_CHECKING:
+    from worker.runtime import WorkerRuntime
 
 
 class LaunchError(Exception):
@@ -38,7 +42,7 @@ class Launcher:
         self._celery = celery
         self._producer = None
         self._publish_lock = threading.Lock()
-        self._runtime = None
+        self._runtime: WorkerRuntime | None = None
 
     @property
     def relay(self) -> Relay:
@@ -56,7 +60,6 @@ class Launcher:
         session_id: str | None = None,
         push_ref: str | None = None,
         streaming: bool | None = None,
-        extra: dict[str, Any] | None = None,
     ) -> Launch:
         """`streaming` defaults to the response mode; a manual run from the editor streams to
         its push channel (`push_ref`) while nobody waits on the HTTP side."""
@@ -70,7 +73,6 @@ class Launcher:
             "createdAt": now_ms(),
             "sessionId": session_id,
             "responseMode": response_mode,
-            **(extra or {}),
         }
         self.store.create(record)
         stream = None

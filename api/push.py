@@ -1,6 +1,6 @@
 """Editor push over Server-Sent Events: `GET /rest/push?pushRef=<tab>`.
 
-Workers publish `{"push": {"type", "data"}}` on `push:<pushRef>` for executions the tab started;
+Workers publish push events (core.events) on `push:<pushRef>` for executions the tab started;
 each becomes one SSE `data:` line holding `{"type", "data"}`. The subscription is confirmed by
 Redis before the response starts, so once the browser sees the stream open, nothing the tab starts
 afterwards can be missed. EventSource cannot send headers: the key may come as `?key=` (never
@@ -18,6 +18,7 @@ from api.relay import RelayError, Stream
 from api.rest import auth
 from api.rest.workflows import PUSH_REF
 from api.runtime import runtime
+from core.events import Kind
 from core.jsontext import dumps
 
 bp = Blueprint("push", __name__)
@@ -74,11 +75,11 @@ def _events(stream: Stream, close):
             event = stream.get(timeout=HEARTBEAT_SECONDS)
             if event is None:
                 yield ": heartbeat\n\n"
-            elif "push" in event:
-                yield f"data: {dumps(event['push'])}\n\n"
-            elif "relayError" in event:
+            elif event.kind == Kind.PUSH:
+                yield f"data: {dumps(event.body)}\n\n"
+            elif event.kind == Kind.BROKEN:
                 # End the stream; the browser reconnects and catches up over REST.
-                payload = {"type": "pushError", "data": {"message": event["relayError"]}}
+                payload = {"type": "pushError", "data": {"message": event.reason}}
                 yield f"data: {dumps(payload)}\n\n"
                 return
     finally:

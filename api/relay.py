@@ -10,13 +10,14 @@ memory grow.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import queue
 import threading
-from typing import Any
 
 import redis
+
+from core import events
+from core.events import Event, EventError
 
 log = logging.getLogger("mini_n8n.relay")
 
@@ -49,34 +50,32 @@ class Stream:
             self._bytes += len(data)
             if self._bytes > self.max_bytes:
                 self.overflowed = True
-                self._queue.put({"relayError": "the client is not reading the stream fast enough"})
+                self._queue.put(events.broken("the client is not reading the stream fast enough"))
                 return False
         self._queue.put(data)
         return True
 
     def fail(self, reason: str) -> None:
-        self._queue.put({"relayError": reason})
+        self._queue.put(events.broken(reason))
 
-    def get(self, timeout: float) -> dict[str, Any] | None:
+    def get(self, timeout: float) -> Event | None:
         """The next event, or None after `timeout` seconds of silence."""
         try:
             data = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
-        if isinstance(data, dict):
+        if isinstance(data, Event):
             return data
         with self._lock:
             self._bytes -= len(data)
         try:
-            event = json.loads(data)
-        except ValueError:
-            return {"relayError": "an event of this execution could not be read"}
-        if not isinstance(event, dict):
-            return {"relayError": "an event of this execution could not be read"}
-        if "s" not in event:
-            return event  # a control message (a stop of a queued execution)
-        if self.ordered and event.get("s") != self.next_seq:
-            return {"relayError": "events of this execution were lost on the way"}
+            event = events.decode(data)
+        except EventError:
+            return events.broken("an event of this execution could not be read")
+        if event.seq is None:
+            return event  # a control message (a stop of a queued execution) or a push event
+        if self.ordered and event.seq != self.next_seq:
+            return events.broken("events of this execution were lost on the way")
         self.next_seq += 1
         return event
 
@@ -88,7 +87,7 @@ class Relay:
         self._streams: dict[str, Stream] = {}
         self._local: dict[str, Stream] = {}
         self._lock = threading.Lock()  # guards _streams and writes to the connection
-        self._conn = None
+        self._conn: redis.connection.ConnectionInterface | None = None
         self._thread: threading.Thread | None = None
 
     def open_streams(self) -> int:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import redis
 from flask import Response, jsonify
 
 from api.launcher import Launch
+from core import events
+from core.answers import output_text
+from core.events import Event, Kind
 from core.executions import FINISHED, ExecutionStore, Status
 from core.jsontext import dumps
 from engine.run_data import Run
@@ -45,10 +48,11 @@ class Outcome:
         self.settings = settings
         self._unreachable_since: float | None = None
 
-    def events(self) -> Iterator[dict[str, Any] | None]:
+    def events(self) -> Generator[Event | None, None, None]:
         """Yields events; None means a quiet interval passed and the execution is still alive.
         Ends after a `done` event, or after a synthesized one when the execution was lost."""
         stream = self.launch.stream
+        assert stream is not None, "an onReceived launch has no outcome to wait for"
         try:
             while True:
                 event = stream.get(timeout=self.settings.keepalive_seconds)
@@ -58,30 +62,30 @@ class Outcome:
                         yield from self._await_done(stream, ended)
                         return
                     yield None
-                elif "relayError" in event:
-                    yield {"done": {"status": Status.ERROR, "error": event["relayError"]}}
+                elif event.kind == Kind.BROKEN:
+                    yield events.done({"status": Status.ERROR, "error": event.reason})
                     return
                 else:
                     yield event
-                    if "done" in event:
+                    if event.kind == Kind.DONE:
                         return
         finally:
             self.relay.unsubscribe(stream)
 
-    def _await_done(self, stream, ended: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _await_done(self, stream, ended: Event) -> Iterator[Event]:
         """The record says the execution ended. A worker writes the record just before it
         publishes the last events, so those are normally a few milliseconds behind: wait for
         them briefly, and fall back to what the record says."""
-        if ended["done"].get("status") != Status.CRASHED:
+        if ended.body.get("status") != Status.CRASHED:
             while (event := stream.get(timeout=FINAL_GRACE_SECONDS)) is not None:
-                if "relayError" in event:
+                if event.kind == Kind.BROKEN:
                     break
                 yield event
-                if "done" in event:
+                if event.kind == Kind.DONE:
                     return
         yield ended
 
-    def _check_reachable(self) -> dict[str, Any] | None:
+    def _check_reachable(self) -> Event | None:
         """`_check`, tolerating Redis being unreachable for up to a lease: the execution may
         well go on meanwhile. Past that, the stream ends with an error that says so."""
         try:
@@ -93,18 +97,18 @@ class Outcome:
             if waited < self.settings.lease_seconds:
                 return None
             error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
-            return {"done": {"status": Status.ERROR, "error": error}}
+            return events.done({"status": Status.ERROR, "error": error})
         self._unreachable_since = None
         return ended
 
-    def _check(self) -> dict[str, Any] | None:
+    def _check(self) -> Event | None:
         record = self.store.mark_crashed_if_lost(
             self.launch.execution_id, self.settings.queue_timeout_seconds
         )
         if record is None:
-            return {"done": {"status": Status.CRASHED, "error": "The execution record is gone."}}
+            return events.done({"status": Status.CRASHED, "error": "The execution record is gone."})
         if record["status"] in FINISHED:
-            return {"done": _result_from_record(record)}
+            return events.done(_result_from_record(record))
         return None
 
 
@@ -144,23 +148,22 @@ def streaming_response(
 
 def _ndjson(outcome: Outcome, stop_on_disconnect: bool = False) -> Iterator[str]:
     saw_error = saw_items = finished = False
-    events = outcome.events()
+    stream = outcome.events()
     try:
-        for event in events:
+        for event in stream:
             if event is None:
                 yield KEEPALIVE
-                continue
-            if "lines" in event:
-                saw_error = saw_error or '"type":"error"' in event["lines"]
-                saw_items = saw_items or '"type":"item"' in event["lines"]
-                yield event["lines"]
-            if "done" in event:
+            elif event.kind == Kind.LINES:
+                saw_error = saw_error or event.errors > 0
+                saw_items = saw_items or event.items > 0
+                yield event.body
+            elif event.kind == Kind.DONE:
                 finished = True
                 yield from _closing_lines(
-                    event["done"], saw_error, saw_items, outcome.launch.execution_id
+                    event.body, saw_error, saw_items, outcome.launch.execution_id
                 )
     finally:
-        events.close()  # the client may be gone: unsubscribe now, not when collected
+        stream.close()  # the client may be gone: unsubscribe now, not when collected
         if stop_on_disconnect and not finished:
             # Closed before the end: the client went away (a write failed).
             outcome.store.request_stop(outcome.launch.execution_id)
@@ -194,16 +197,6 @@ def _default_error(status: str | None) -> str:
     if status == Status.CANCELED:
         return "The execution was stopped."
     return "The execution failed."
-
-
-def output_text(output: Any) -> str:
-    if isinstance(output, dict):
-        for key in ("output", "text", "message"):
-            if isinstance(output.get(key), str):
-                return output[key]
-    if output is None:
-        return ""
-    return dumps(output)
 
 
 def _line(chunk: dict[str, Any]) -> str:
@@ -242,17 +235,17 @@ def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Respons
 
 
 def _wait(outcome: Outcome, want_response: bool) -> dict[str, Any]:
-    events = outcome.events()
+    stream = outcome.events()
     try:
-        for event in events:
+        for event in stream:
             if event is None:
                 continue
-            if want_response and "response" in event:
-                return event["response"]
-            if "done" in event:
-                return event["done"]
+            if want_response and event.kind == Kind.RESPONSE:
+                return event.body
+            if event.kind == Kind.DONE:
+                return event.body
     finally:
-        events.close()
+        stream.close()
     return {"status": Status.ERROR, "error": "the execution ended without a result"}
 
 

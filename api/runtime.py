@@ -5,6 +5,7 @@ worker process gunicorn forked, never at import time."""
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import redis
 from flask import current_app
@@ -19,6 +20,10 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.redis import RedisMemory
 from memory.window import InProcessMemory
+
+if TYPE_CHECKING:
+    from core.credentials import CredentialStore
+    from core.redis_credentials import RedisConnections
 
 # Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
 # thousands of requests a second and keeps the api's connection count constant under load.
@@ -44,8 +49,8 @@ class ApiRuntime:
         self._celery = None
         self._lock = threading.Lock()
         self._warm = False
-        self._credentials = None
-        self._redis_connections = None
+        self._credentials: CredentialStore | None = None
+        self._redis_connections: RedisConnections | None = None
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 
     def warm(self) -> None:

@@ -19,6 +19,7 @@ from api.responses import (
     streaming_response,
 )
 from api.runtime import runtime
+from core.workflow_store import WEBHOOK_METHODS
 from engine.context import merged_parameters
 from engine.nodes.chat_trigger import ChatTrigger
 from engine.nodes.webhook import Webhook
@@ -26,7 +27,7 @@ from engine.webhooks import workflow_webhooks
 
 bp = Blueprint("webhooks", __name__)
 
-ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 
 
 @bp.route("/webhook/<path:path>", methods=ALL_METHODS)
@@ -52,7 +53,7 @@ def webhook(path: str) -> Response:
         return launch(rt, raw, workflow, node.name, items, response_mode, session_id, headers or {})
 
     if node.type == ChatTrigger.type:
-        return handle_chat(rt, raw, workflow, node, request, start)
+        return handle_chat(rt, workflow, node, request, start)
     params = merged_parameters(node, Webhook.defaults)
     return start([{"json": webhook_item(path)}], params["responseMode"])
 

@@ -14,11 +14,13 @@ checks the stored status and writes it. Records expire after MINI_N8N_EXECUTIONS
 
 from __future__ import annotations
 
+import builtins  # `list` below is a method name: annotations past it say builtins.list
 import json
-import time
 from enum import StrEnum
 from typing import Any
 
+from core import events
+from core.clock import now_ms
 from core.jsontext import dumps
 from core.keys import Keys
 
@@ -83,10 +85,6 @@ while true do
   redis.call('LPOP', KEYS[1])
 end
 """
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ExecutionStore:
@@ -174,7 +172,7 @@ class ExecutionStore:
         """Block until woken by the execution ahead in the session, or `timeout` passes."""
         self.client.blpop([self.keys.execution_turn(execution_id)], timeout=max(timeout, 0.01))
 
-    def renew_leases(self, execution_ids: list[str], lease_ms: int) -> None:
+    def renew_leases(self, execution_ids: builtins.list[str], lease_ms: int) -> None:
         if execution_ids:
             deadline = now_ms() + lease_ms
             self.client.zadd(self.keys.running(), {i: deadline for i in execution_ids}, xx=True)
@@ -191,8 +189,8 @@ class ExecutionStore:
                         "error": "The execution was stopped before it started."}  # fmt: skip
             if self.transition(canceled, {Status.NEW}):
                 # Unnumbered: a control message a waiting stream takes as the end.
-                done = {"done": {"status": Status.CANCELED, "error": canceled["error"]}}
-                self.client.publish(self.keys.execution_events(execution_id), dumps(done))
+                done = events.done({"status": Status.CANCELED, "error": canceled["error"]})
+                self.client.publish(self.keys.execution_events(execution_id), events.encode(done))
                 return canceled
             return self.request_stop(execution_id)
         pipe = self.client.pipeline(transaction=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 # Far deeper than any chat message or webhook body; shallow enough that no recursive walk over
@@ -100,6 +100,7 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     pending = [(value, 1)]
     while pending:
         current, depth = pending.pop()
+        children: Iterable[Any]
         if isinstance(current, dict):
             children = current.values()
         elif isinstance(current, list):

@@ -34,7 +34,6 @@ a session key starting with "memory:" is refused. The workflow id in a protected
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 DEFAULT_MEMORY_PREFIX = "chat:"  # mini-n8n's layout; "" is n8n's
@@ -69,14 +68,6 @@ class Keys:
     @classmethod
     def from_settings(cls, settings) -> Keys:
         return cls(settings.key_prefix, settings.memory_key_prefix, settings.task_queue)
-
-    @classmethod
-    def from_env(cls) -> Keys:
-        return cls(
-            os.environ.get("MINI_N8N_KEY_PREFIX", ""),
-            os.environ.get("MINI_N8N_MEMORY_KEY_PREFIX", DEFAULT_MEMORY_PREFIX),
-            os.environ.get("MINI_N8N_TASK_QUEUE", "mini-n8n"),
-        )
 
     # --- chat memory ----------------------------------------------------------------------
     def chat(self, session_key: str, workflow_id: str | None = None) -> str:

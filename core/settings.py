@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 def _int(name: str, default: int) -> int:
@@ -53,7 +53,6 @@ class Settings:
     # Public chats' memory is "chat:<sessionKey>", apart from our other keys; "" gives n8n's bare
     # session keys, to take over n8n's sessions or run beside n8n on one Redis.
     memory_key_prefix: str = "chat:"
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -8,6 +8,7 @@ ValueError (the engine's WorkflowValidationError is one) and is never stored."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import secrets
@@ -22,7 +23,7 @@ from core.keys import Keys
 log = logging.getLogger("mini_n8n.workflows")
 
 # The methods a webhook can listen on (HEAD is answered as GET, OPTIONS by the api itself).
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+WEBHOOK_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
 
 class StoredWorkflow(Protocol):
@@ -106,7 +107,8 @@ class WorkflowStore:
         pipe.execute()
 
     # --- files ----------------------------------------------------------------------------
-    def import_file(self, path: str | Path, activate: bool = False) -> list[str]:
+    # Below `def list`, a bare `list` in an annotation names that method: spelled builtins.list.
+    def import_file(self, path: str | Path, activate: bool = False) -> builtins.list[str]:
         """Import one file (a workflow object or a list of them). Returns lines to print."""
         data = json.loads(Path(path).read_text())
         lines = []
@@ -127,7 +129,7 @@ class WorkflowStore:
                 yield f"skipped {path.name}: {err}"
 
     # --- activation -----------------------------------------------------------------------
-    def activate(self, workflow_id: str, queue_mode: bool = True) -> list[str]:
+    def activate(self, workflow_id: str, queue_mode: bool = True) -> builtins.list[str]:
         """Register the workflow's webhooks. Returns warnings worth showing the user."""
         data = self.get_json(workflow_id)
         if data is None:
@@ -158,10 +160,12 @@ class WorkflowStore:
         pipe.execute()
 
     # --- webhook lookup -------------------------------------------------------------------
-    def lookup(self, method: str, path: str) -> tuple[str | None, list[str]]:
+    def lookup(self, method: str, path: str) -> tuple[str | None, builtins.list[str]]:
         """(workflow id for METHOD on path, methods the path answers), in one round trip."""
-        fields = [_field(m, path) for m in METHODS]
-        found = dict(zip(METHODS, self.client.hmget(self.keys.webhooks(), fields), strict=True))
+        fields = [_field(m, path) for m in WEBHOOK_METHODS]
+        found = dict(
+            zip(WEBHOOK_METHODS, self.client.hmget(self.keys.webhooks(), fields), strict=True)
+        )
         allowed = [m for m, wid in found.items() if wid]
         return found.get(method.upper()), allowed
 

@@ -1,6 +1,7 @@
 """The contexts a node runs in. They are the node's only window on the execution: parameters
 (with expressions resolved), input items, sub-nodes, streaming and the services lent by the
-runner."""
+runner. ExecuteContext implements engine.node.ExecuteFunctions, SupplyContext implements
+engine.node.SupplyDataFunctions: what a node may use is declared there."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from core.clock import now_ms
 from engine.errors import EngineError, ExecutionCanceled, ExpressionError
 from engine.expressions import ExpressionData, resolve
 from engine.hooks import Hooks
 from engine.node import Item
-from engine.run_data import now_ms
 from engine.services import Services
 from engine.workflow import Node, Workflow
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -98,6 +101,12 @@ class _NodeContext:
     def workflow(self) -> Workflow:
         return self.execution.workflow
 
+    def check_canceled(self) -> None:
+        self.execution.check_canceled()
+
+    def node_items(self, name: str) -> list[Item] | None:
+        return self.execution.node_items(name)
+
     def expression_data(self, item_index: int) -> ExpressionData:
         items = self.input_items
         item = items[item_index] if item_index < len(items) else (items[0] if items else {})
@@ -166,9 +175,9 @@ class ExecuteContext(_NodeContext):
         sub_node: Node,
         connection_type: str,
         input_json: dict[str, Any],
-        call: Callable[[], Any],
-        output_json: Callable[[Any], dict[str, Any]],
-    ) -> Any:
+        call: Callable[[], T],
+        output_json: Callable[[T], dict[str, Any]],
+    ) -> T:
         """Call a sub-node and record the call as one run of that sub-node."""
         execution = self.execution
         run_index = len(execution.run_data.get(sub_node.name, []))
@@ -192,7 +201,9 @@ class ExecuteContext(_NodeContext):
         self._finish_sub(sub_node, run_index, task, started)
         return result
 
-    def _finish_sub(self, sub_node: Node, run_index: int, task: dict, started: float) -> None:
+    def _finish_sub(
+        self, sub_node: Node, run_index: int, task: dict[str, Any], started: float
+    ) -> None:
         task["executionTime"] = int((time.monotonic() - started) * 1000)
         self.execution.run_data.setdefault(sub_node.name, []).append(task)
         self.execution.hooks.run("nodeExecuteAfter", self.execution, sub_node.name, run_index, task)

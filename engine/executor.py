@@ -10,11 +10,12 @@ import uuid
 from collections import deque
 from typing import Any
 
+from core.clock import now_ms
 from engine.context import ExecuteContext, Execution, error_json
 from engine.errors import EngineError, ExecutionCanceled, NodeExecutionError
 from engine.hooks import Hooks
 from engine.node import Item
-from engine.run_data import Run, now_ms
+from engine.run_data import Run
 from engine.services import Services
 from engine.workflow import Node, Workflow
 

@@ -166,7 +166,8 @@ def _parse_int(args: list) -> int | float:
     radix = radix or 10
     if not 2 <= radix <= 36:
         return _NAN
-    end = _digits_of(radix).match(s).end()
+    digits = _digits_of(radix).match(s)  # a `*` pattern: matches, if only the empty string
+    end = digits.end() if digits else 0
     if end == 0:
         return _NAN
     if end <= 20:
@@ -260,6 +261,11 @@ def _namespace(fn: Callable[[list], Any]) -> Callable[[Any, list], Any]:
     return lambda _obj, args: fn(args)
 
 
+def _object_function(which: str) -> Callable[[Any, list], Any]:
+    """Object.keys / values / entries."""
+    return _namespace(lambda args: _entries(_arg(args, 0), which))
+
+
 def _sqrt(args: list) -> int | float:
     x = to_number(_arg(args, 0))
     return _NAN if x < 0 else normalize(math.sqrt(x))
@@ -343,10 +349,7 @@ _METHODS: dict[str, dict[str, Callable[[Any, list], Any]]] = {
         "stringify": _namespace(lambda a: json_stringify(_arg(a, 0), _arg(a, 2))),
         "parse": _namespace(_json_parse),
     },
-    "Object": {
-        name: _namespace(lambda a, which=name: _entries(_arg(a, 0), which))
-        for name in ("keys", "values", "entries")
-    },
+    "Object": {name: _object_function(name) for name in ("keys", "values", "entries")},
 }
 
 FUNCTIONS: dict[str, Callable[[list], Any]] = {

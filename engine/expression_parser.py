@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 from engine.errors import ExpressionError
 from engine.expression_values import MAX_EXACT_INT, normalize
@@ -44,7 +45,9 @@ _SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _LITERAL_NAMES = {"true": True, "false": False, "null": None}
 _UNSUPPORTED_WORDS = {"new", "function", "class", "delete", "await", "yield", "this", "import"}
 
-Token = tuple[str, object, int]  # (kind, value, position); kinds: num str tmpl name op end
+# (kind, value, position); kinds: num str tmpl name op end. The value's type follows the kind
+# (int | float, str, template parts, str, str, None), so it is Any and each use reads its kind.
+Token = tuple[str, Any, int]
 
 
 # -- tokenizer ------------------------------------------------------------------------------------
@@ -105,6 +108,8 @@ def _lex_token(src: str, pos: int, nesting: int) -> tuple[Token, int]:
 
 def _lex_number(src: str, pos: int) -> tuple[int | float, int]:
     match = _NUMBER.match(src, pos)
+    if match is None:  # unreachable: _lex_token saw a digit, or "." and a digit, at pos
+        raise ExpressionError(f"invalid number at position {pos}")
     text, end = match.group(), match.end()
     if text in ("0x", "0X") or (end < len(src) and (src[end].isalpha() or src[end] in "_$")):
         shown = text + src[end : end + 1]
@@ -118,7 +123,8 @@ def _lex_number(src: str, pos: int) -> tuple[int | float, int]:
 
 
 def _lex_string(src: str, pos: int) -> tuple[str, int]:
-    quote, pos, out = src[pos], pos + 1, []
+    quote, pos = src[pos], pos + 1
+    out: list[str] = []
     while pos < len(src):
         ch = src[pos]
         if ch == quote:
@@ -371,7 +377,7 @@ class _Parser:
         return ("object", tuple(props))
 
     def template_literal(self, parts: tuple) -> tuple:
-        out = []
+        out: list[str | tuple] = []
         for part in parts:
             if isinstance(part, str):
                 out.append(part)

@@ -207,7 +207,7 @@ def join_list(items: list, sep: str) -> str:
 def json_stringify(v: Any, indent: Any = UNDEFINED) -> Any:
     if v is UNDEFINED:
         return UNDEFINED
-    width = None
+    width: int | str | None = None
     if isinstance(indent, int | float) and not isinstance(indent, bool) and indent >= 1:
         width = min(int(indent), 10)
     elif isinstance(indent, str) and indent:
@@ -341,8 +341,12 @@ def power(x: int | float, y: int | float) -> int | float:
         return _NAN
     if y == 0:
         return 1
-    exact = isinstance(x, int) and isinstance(y, int) and y > 0
-    if exact and (x in (0, 1, -1) or y * abs(x).bit_length() <= 64):
+    if (
+        isinstance(x, int)
+        and isinstance(y, int)
+        and y > 0
+        and (x in (0, 1, -1) or y * abs(x).bit_length() <= 64)
+    ):
         return normalize(x**y)
     if x == 0 and y < 0:
         return _INF

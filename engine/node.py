@@ -2,23 +2,97 @@
 
 Main nodes (triggers included) implement `execute(ctx)` and return their output items per output
 index; sub-nodes implement `supply_data(ctx, item_index)` and return the object the consuming node
-drives (a ChatModel, a Tool or a SessionMemory). Each type registers itself by its n8n type name,
-so a new node is one new file in engine/nodes/.
+drives (a ChatModel, a Tool or a SessionMemory). Each type registers itself by its n8n type name
+(engine/registry.py), so a new node is one new file in engine/nodes/.
+
+`ctx` is the node's only window on the execution, and the protocols below are all of it:
+`ExecuteFunctions` for `execute`, `SupplyDataFunctions` for `supply_data` (n8n's
+IExecuteFunctions and ISupplyDataFunctions). engine/context.py implements them; a test may hand
+a node any object with the members it uses.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from engine.context import ExecuteContext, SupplyContext
-    from engine.workflow import Node
+    from engine.services import Services
+    from engine.webhooks import WebhookSpec
+    from engine.workflow import Node, Workflow
 
 Item = dict[str, Any]  # {"json": {...}, "binary"?: {...}, "pairedItem"?: {...}}
 NodeOutput = list[list[Item]]  # items per output index
 
 AI_CONNECTION_TYPES = ("ai_languageModel", "ai_memory", "ai_tool")
+
+T = TypeVar("T")
+
+
+class NodeFunctions(Protocol):
+    """What every node may use, main node or sub-node."""
+
+    @property
+    def node(self) -> Node: ...
+
+    @property
+    def workflow(self) -> Workflow: ...
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def cancel(self) -> threading.Event:
+        """Set when the execution is stopped; long calls poll it."""
+
+    def check_canceled(self) -> None:
+        """Raise ExecutionCanceled if the execution was stopped."""
+
+    def node_items(self, name: str) -> list[Item] | None:
+        """Items of the named node's latest run (main output 0); None if it has not run."""
+
+
+class ExecuteFunctions(NodeFunctions, Protocol):
+    """What a main node's `execute(ctx)` may use."""
+
+    @property
+    def input_items(self) -> list[Item]: ...
+
+    def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
+        """The parameter at dotted `path` over the type's defaults, expressions resolved on
+        input item `item_index`."""
+
+    def is_streaming(self) -> bool: ...
+
+    def send_chunk(self, chunk_type: str, item_index: int, content: str | None = None) -> None: ...
+
+    def send_response(self, response: dict[str, Any]) -> None: ...
+
+    def sub_nodes(self, connection_type: str) -> list[Node]:
+        """Enabled sub-nodes plugged into this node through `connection_type`."""
+
+    def supply(self, sub_node: Node, item_index: int) -> Any:
+        """What `sub_node` supplies (its `supply_data`), evaluated on input item `item_index`."""
+
+    def run_sub(
+        self,
+        sub_node: Node,
+        connection_type: str,
+        input_json: dict[str, Any],
+        call: Callable[[], T],
+        output_json: Callable[[T], dict[str, Any]],
+    ) -> T:
+        """Make `call` and record it as one run of `sub_node`."""
+
+
+class SupplyDataFunctions(NodeFunctions, Protocol):
+    """What a sub-node's `supply_data(ctx, item_index)` may use."""
+
+    def get_parameter(self, path: str, default: Any = None, item_index: int | None = None) -> Any:
+        """The parameter at dotted `path`, expressions resolved on the consuming node's item
+        (`item_index` of supply_data unless given)."""
 
 
 @dataclass(frozen=True)
@@ -43,27 +117,12 @@ class NodeType:
         """Something the user should know when a workflow with this node is activated."""
         return None
 
-    def execute(self, ctx: ExecuteContext) -> NodeOutput:
+    def webhooks(self, node: Node) -> list[WebhookSpec]:
+        """The webhooks a trigger listens on (none for other nodes)."""
+        return []
+
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         raise NotImplementedError(f"{self.type} cannot run as a main node")
 
-    def supply_data(self, ctx: SupplyContext, item_index: int) -> Any:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Any:
         raise NotImplementedError(f"{self.type} is not a sub-node")
-
-
-_REGISTRY: dict[str, type[NodeType]] = {}
-
-
-def register(cls: type[NodeType]) -> type[NodeType]:
-    _REGISTRY[cls.type] = cls
-    return cls
-
-
-def node_types() -> dict[str, type[NodeType]]:
-    import engine.nodes  # noqa: F401  (importing the package registers every node file)
-
-    return _REGISTRY
-
-
-def get_node_type(type_name: str) -> NodeType | None:
-    cls = node_types().get(type_name)
-    return cls() if cls else None

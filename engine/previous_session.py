@@ -21,6 +21,7 @@ from engine.errors import NodeExecutionError
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import Node, Workflow
+from memory.base import SessionMemory
 
 
 def previous_session(
@@ -42,5 +43,5 @@ def previous_session(
         raise NodeExecutionError(
             "loadPreviousSession is set to memory but no memory is connected", node=trigger.name
         )
-    supplied = trigger_ctx.supply(memories[0], 0)
+    supplied: SessionMemory = trigger_ctx.supply(memories[0], 0)
     return [message.to_serialized() for message in supplied.messages()]

@@ -8,13 +8,8 @@ run_data[node_name] is a list of task data, one per run (run index = position in
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

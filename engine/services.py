@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core.credentials import CredentialStore
 from core.keys import Keys
+from memory.base import ChatMemory
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 # Runs a function in the background; returns how to interrupt it (a blocking read included).
 Spawn = Callable[[Callable[[], None]], Callable[[], None]]
@@ -24,15 +29,15 @@ def spawn_thread(fn: Callable[[], None]) -> Callable[[], None]:
 
 @dataclass
 class Services:
-    redis: Any = None  # a redis.Redis client (decode_responses=True) for nodes that need one
-    credentials: Any = None  # an object with resolve(type_name, ref) -> dict (core.credentials)
+    redis: Redis | None = None  # a client (decode_responses=True) for nodes that need one
+    credentials: CredentialStore | None = None  # what a node's credential references resolve to
     keys: Keys = field(default_factory=Keys)
     clock: Callable[[], float] = time.time  # wall clock in seconds; tests inject their own
     sleep: Callable[[float], None] = time.sleep
-    simple_memory: Any = None  # the process-wide in-process ChatMemory behind Simple Memory
+    simple_memory: ChatMemory | None = None  # the process-wide memory behind Simple Memory
     queue_mode: bool = False  # True on Celery workers: Simple Memory warns that it forgets
-    # ref -> redis.Redis for the Redis memory's own `redis` credential (core/redis_credentials.py)
-    redis_for_credential: Callable[[Any], Any] | None = None
+    # ref -> client for the Redis memory's own `redis` credential (core/redis_credentials.py)
+    redis_for_credential: Callable[[Mapping[str, Any]], Redis] | None = None
     # How a model's streaming read runs beside the execution; a gevent worker lends greenlets,
     # which a stop can interrupt in the middle of a socket wait.
     spawn: Spawn = spawn_thread

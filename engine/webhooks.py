@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.workflow import Workflow
 
 RESPONSE_MODES = ("onReceived", "lastNode", "responseNode", "streaming")
 
@@ -14,13 +18,12 @@ class WebhookSpec:
     response_mode: str  # one of RESPONSE_MODES
 
 
-def workflow_webhooks(workflow) -> list[tuple[str, WebhookSpec]]:
+def workflow_webhooks(workflow: Workflow) -> list[tuple[str, WebhookSpec]]:
     """(trigger node name, spec) for every webhook of the workflow's enabled triggers."""
     found = []
     for node in workflow.triggers():
         if node.disabled:
             continue
-        node_type = workflow.node_type(node.name)
-        for spec in getattr(node_type, "webhooks", lambda n: [])(node):
+        for spec in workflow.node_type(node.name).webhooks(node):
             found.append((node.name, spec))
     return found

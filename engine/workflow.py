@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import WorkflowValidationError
-from engine.node import AI_CONNECTION_TYPES, NodeType, get_node_type
+from engine.node import AI_CONNECTION_TYPES, NodeType
+from engine.registry import get_node_type
 from engine.webhooks import workflow_webhooks
 
 CONNECTION_TYPES = ("main", *AI_CONNECTION_TYPES)
@@ -146,6 +147,7 @@ def load_workflow(data: Any) -> Workflow:
         nodes[node.name] = node
         types[node.name] = node_type
     connections = _parse_connections(data.get("connections") or {}, nodes)
+    settings = data.get("settings")
     workflow = Workflow(
         id=str(data.get("id") or ""),
         name=str(data.get("name") or "My workflow"),
@@ -153,7 +155,7 @@ def load_workflow(data: Any) -> Workflow:
         connections=connections,
         types=types,
         active=bool(data.get("active", False)),
-        settings=data.get("settings") if isinstance(data.get("settings"), dict) else {},
+        settings=settings if isinstance(settings, dict) else {},
         raw=copy.deepcopy(data),
     )
     _check_sub_nodes(workflow)
@@ -190,7 +192,9 @@ def _is_ignored_source(source: str, by_type: Any) -> bool:
     return not any(any(outs or []) for outs in (by_type or {}).values())
 
 
-def _connection(source, output_index, conn_type, target, nodes) -> Connection:
+def _connection(
+    source: str, output_index: int, conn_type: str, target: Any, nodes: dict[str, Node]
+) -> Connection:
     if not isinstance(target, dict) or not isinstance(target.get("node"), str):
         raise WorkflowValidationError("malformed connection target", node=source)
     name = target["node"]

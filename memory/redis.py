@@ -80,13 +80,13 @@ class RedisMemory(ChatMemory):
         # With an empty memory prefix the pattern matches every key: only lists can be sessions,
         # and session_from_chat_key drops our own.
         only_lists = "list" if scope is None and not keys.memory_prefix else None
-        found = {
+        sessions = (
             keys.session_from_chat_key(_text(key), scope)
             for key in self._client.scan_iter(
                 match=keys.chat_pattern(scope), count=500, _type=only_lists
             )
-        }
-        return sorted(found - {None})  # SCAN may return a key twice
+        )
+        return sorted({s for s in sessions if s is not None})  # SCAN may return a key twice
 
     def _read(self, session_key: str, stop: int) -> list[ChatMessage]:
         raw = self._client.lrange(self.key(session_key), 0, stop)
@@ -96,11 +96,11 @@ class RedisMemory(ChatMemory):
 
 def protected_sessions(client: redis.Redis, keys: Keys) -> list[tuple[str, str]]:
     """(workflow id, session key) of every protected chat's session, for the operator."""
-    found = {
+    found = (
         keys.protected_session_from_key(_text(key))
         for key in client.scan_iter(match=keys.protected_chat_pattern(), count=500)
-    }
-    return sorted(found - {None})
+    )
+    return sorted({s for s in found if s is not None})  # SCAN may return a key twice
 
 
 def encode(message: ChatMessage) -> str:

@@ -15,6 +15,8 @@ from typing import Any, TextIO
 
 import httpx
 
+from core.answers import output_text
+
 TIMEOUT = httpx.Timeout(10.0, read=None)  # an answer may take long; keepalives arrive anyway
 
 
@@ -65,7 +67,7 @@ def send(client, url, session_id, message, out, err) -> tuple[str, bool]:
             ok = print_stream(response.iter_lines(), out, err)
         else:
             response.read()
-            out.write(_output_text(_json(response)))
+            out.write(output_text(_json(response)))
             ok = True
         out.write("\n")
         out.flush()
@@ -111,14 +113,6 @@ def _json(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         return response.text
-
-
-def _output_text(body: Any) -> str:
-    if isinstance(body, dict):
-        for key in ("output", "text", "message"):
-            if isinstance(body.get(key), str):
-                return body[key]
-    return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -102,9 +102,10 @@ def _worker(args) -> int:
         from gevent import monkey
 
         monkey.patch_all()
-    from worker.celery_app import create_celery
+    from worker.celery_app import connect_worker_signals, create_celery
 
     app = create_celery()
+    connect_worker_signals(app)
     concurrency = args.concurrency or int(os.environ.get("WORKER_CONCURRENCY", "100"))
     argv = [
         "worker",

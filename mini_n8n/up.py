@@ -34,7 +34,6 @@ READY_TIMEOUT_SECONDS = 60.0  # gunicorn + gevent start in about a second; slow 
 POLL_SECONDS = 0.2
 # How long children get to finish open streams and in-flight executions after SIGTERM.
 STOP_GRACE_SECONDS = float(os.environ.get("MINI_N8N_STOP_GRACE_SECONDS", "25"))
-CHAT_TRIGGER = "@n8n/n8n-nodes-langchain.chatTrigger"
 
 
 class Stack:
@@ -223,6 +222,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
 
     from core.workflow_store import WorkflowStore
     from engine.errors import WorkflowValidationError
+    from engine.nodes.chat_trigger import ChatTrigger, chat_settings
     from engine.webhooks import workflow_webhooks
     from engine.workflow import load_workflow
 
@@ -238,12 +238,9 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
                 continue
             for node_name, spec in workflow_webhooks(workflow):
                 node = workflow.nodes[node_name]
-                if node.type != CHAT_TRIGGER or spec.method != "POST":
+                if node.type != ChatTrigger.type or spec.method != "POST":
                     continue
-                hosted = bool(node.parameters.get("public")) and (
-                    node.parameters.get("mode", "hostedChat") == "hostedChat"
-                )
-                found.append((workflow.name, spec.path, hosted))
+                found.append((workflow.name, spec.path, chat_settings(node).hosted_page))
     finally:
         client.close()
     return found

@@ -41,3 +41,14 @@ def playwright_driver():
 
     with sync_playwright() as driver:
         yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_driver):
+    """One headless Chromium for every page test; each test opens its own context."""
+    from tests.browser import CHROMIUM_ARGS, chromium_path
+
+    # Playwright gives every launch a fresh temporary profile (user-data dir).
+    browser = playwright_driver.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()

@@ -1,26 +1,34 @@
-"""The Celery app factory and the run_execution task.
+"""The Celery app factory, the run_execution task, and the worker process's signal handlers.
 
-The task is thin: it hands its plain-data payload to the process's WorkerRuntime. Results are
-never stored in Celery (the execution record in Redis is the result), and tasks are acknowledged
-when they start: together with the `new -> running` claim this gives at-most-once execution
-(see core/executions.py).
+The task is thin: it hands its plain-data payload to the worker process's WorkerRuntime, kept on
+the app (`app.runtime`) and built on first use, so the api's producer app (which only sends
+tasks) never builds one. Results are never stored in Celery (the execution record in Redis is
+the result), and tasks are acknowledged when they start: together with the `new -> running`
+claim this gives at-most-once execution (see core/executions.py).
+
+Celery is imported when an app is built, not with this module: the api imports TASK_NAME from
+here, and only a process that sends or runs tasks needs Celery.
 """
 
 from __future__ import annotations
 
 import threading
-
-from celery import Celery, signals
+from typing import TYPE_CHECKING
 
 from core.settings import Settings
 
-TASK_NAME = "mini_n8n.run_execution"
+if TYPE_CHECKING:
+    from celery import Celery
 
-_runtime = None
-_runtime_lock = threading.Lock()
+    from worker.runtime import WorkerRuntime
+
+TASK_NAME = "mini_n8n.run_execution"
 
 
 def create_celery(settings: Settings | None = None) -> Celery:
+    """The app and its task; no signal handlers (see connect_worker_signals)."""
+    from celery import Celery
+
     settings = settings or Settings.from_env()
     app = Celery("mini_n8n", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
@@ -38,38 +46,48 @@ def create_celery(settings: Settings | None = None) -> Celery:
         broker_transport_options={"visibility_timeout": 3600},
     )
     app.settings = settings
+    app.runtime = None
+    app.runtime_lock = threading.Lock()
 
-    @app.task(name=TASK_NAME)
+    # Not shared: a shared task joins every app built later in the process, still bound to
+    # the app (and runtime) that defined it first.
+    @app.task(name=TASK_NAME, shared=False)
     def run_execution(payload: dict) -> str:
-        return runtime(app.settings).run(payload)
+        return runtime(app).run(payload)
 
-    def ready(**_):
-        # Start the runtime's background thread now, not lazily: it renews leases, reaps
-        # executions of lost workers, and watches over this worker's own shutdown.
-        runtime(app.settings).start_background()
-
-    def shutting_down(**_):
-        # Runs inside a signal handler: only set deadlines, the background thread acts on them.
-        if _runtime is not None:
-            _runtime.stop_all_after(settings.shutdown_grace_seconds)
-
-    def shut_down(**_):
-        if _runtime is not None:
-            _runtime.close()
-
-    # Kept on the app: Celery holds signal receivers weakly.
-    app._mini_n8n_receivers = (ready, shutting_down, shut_down)
-    signals.worker_ready.connect(ready, weak=False)
-    signals.worker_shutting_down.connect(shutting_down, weak=False)
-    signals.worker_shutdown.connect(shut_down, weak=False)
     return app
 
 
-def runtime(settings: Settings):
-    global _runtime
-    with _runtime_lock:
-        if _runtime is None:
+def connect_worker_signals(app: Celery) -> None:
+    """Tie the app's runtime to the worker process's life. Only the worker calls this: Celery's
+    signals are process-wide, and the api's producer app has no worker to follow."""
+    from celery import signals
+
+    def ready(**_):
+        # Start the runtime's background threads now, not lazily: they renew leases, reap
+        # executions of lost workers, and watch over this worker's own shutdown.
+        runtime(app).start_background()
+
+    def shutting_down(**_):
+        # Runs inside a signal handler: only set deadlines, the background thread acts on them.
+        if app.runtime is not None:
+            app.runtime.stop_all_after(app.settings.shutdown_grace_seconds)
+
+    def shut_down(**_):
+        if app.runtime is not None:
+            app.runtime.close()
+
+    # weak=False: Celery holds receivers weakly by default, and nothing else holds these.
+    signals.worker_ready.connect(ready, weak=False)
+    signals.worker_shutting_down.connect(shutting_down, weak=False)
+    signals.worker_shutdown.connect(shut_down, weak=False)
+
+
+def runtime(app: Celery) -> WorkerRuntime:
+    """The app's WorkerRuntime, built on first use (in the worker process only)."""
+    with app.runtime_lock:
+        if app.runtime is None:
             from worker.runtime import WorkerRuntime
 
-            _runtime = WorkerRuntime(settings)
-        return _runtime
+            app.runtime = WorkerRuntime(app.settings)
+        return app.runtime

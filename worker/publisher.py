@@ -3,12 +3,8 @@ background thread (a greenlet under the gevent pool) publishes them.
 
 Tokens produced while a publish is in flight wait for the next one, so a fast model's tokens
 coalesce into a few messages, and the execution never blocks on Redis per token. Each flush is
-one pipeline: one round trip for every execution that has something to send.
-
-Wire format on `execution:<id>:events` (JSON): {"s": seq, "lines": "<ndjson>"} for chunks,
-{"s": seq, "response": {...}} for a Respond to Webhook answer, {"s": seq, "done": {...}} last.
-On `push:<pushRef>`: {"push": {"type": ..., "data": ...}}, unnumbered: a push channel mixes
-executions and workers.
+one pipeline: one round trip for every execution that has something to send. The messages are
+core.events: consecutive chunks become one numbered `lines` event.
 """
 
 from __future__ import annotations
@@ -17,13 +13,37 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
+from core import events
+from core.events import Event, Kind
 from core.jsontext import dumps
 
 log = logging.getLogger("mini_n8n.outbox")
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """One streamed chunk, already a line of NDJSON."""
+
+    line: str
+    kind: str  # the chunk's "type": begin, item, end, error
+
+
+def _chunk(chunk: dict[str, Any]) -> _Chunk:
+    return _Chunk(dumps(chunk) + "\n", str(chunk.get("type")))
+
+
+def _joined(chunks: list[_Chunk]) -> Event:
+    return events.lines(
+        "".join(c.line for c in chunks),
+        items=sum(c.kind == "item" for c in chunks),
+        errors=sum(c.kind == "error" for c in chunks),
+    )
 
 
 class Outbox:
@@ -31,14 +51,14 @@ class Outbox:
         self.client = client
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: OrderedDict[str, list[Any]] = OrderedDict()  # channel -> events in order
+        self._pending: OrderedDict[str, list[Event | _Chunk]] = OrderedDict()  # in order
         self._seq: dict[str, int] = {}
         self._flushed: dict[str, threading.Event] = {}
         self._thread: threading.Thread | None = None
         self._busy = False
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
-        self._put(channel, dumps(chunk) + "\n")
+        self._put(channel, _chunk(chunk))
 
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
@@ -47,20 +67,20 @@ class Outbox:
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         """An editor push event: {"type": ..., "data": ...}."""
-        self._put(channel, {"push": {"type": event_type, "data": data}})
+        self._put(channel, events.push(event_type, data))
 
     def response(self, channel: str, response: dict[str, Any]) -> None:
-        self._put(channel, {"response": response})
+        self._put(channel, events.response(response))
 
     def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
         """Queue the final event; the returned event is set once it has been published."""
         flushed = threading.Event()
         with self._lock:
             self._flushed[channel] = flushed
-        self._put(channel, {"done": result})
+        self._put(channel, events.done(result))
         return flushed
 
-    def _put(self, channel: str, event: Any) -> None:
+    def _put(self, channel: str, event: Event | _Chunk) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
             if self._thread is None or not self._thread.is_alive():
@@ -85,11 +105,11 @@ class Outbox:
             finally:
                 self._finish(batch)
 
-    def _publish(self, batch: OrderedDict[str, list[Any]]) -> None:
+    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk]]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for channel, events in batch.items():
+        for channel, pending in batch.items():
             try:
-                messages = [m.encode("utf-8") for m in self._messages(channel, events)]
+                messages = [m.encode("utf-8") for m in self._messages(channel, pending)]
             except Exception:
                 # This channel's subscribers see a gap in the sequence and say the events were
                 # lost; the other executions in the batch go out as usual.
@@ -108,38 +128,43 @@ class Outbox:
                     "publishing %d channel(s) failed (attempt %d): %s", len(batch), attempt, err
                 )
 
-    def _finish(self, batch: OrderedDict[str, list[Any]]) -> None:
+    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk]]) -> None:
         """Whatever happened to the batch, executions waiting for their last event go on."""
         with self._lock:
             self._busy = False
-            for channel, events in batch.items():
-                if events and isinstance(events[-1], dict) and "done" in events[-1]:
+            for channel, pending in batch.items():
+                if pending and _is_done(pending[-1]):
                     self._seq.pop(channel, None)
                     event = self._flushed.pop(channel, None)
                     if event:
                         event.set()
 
-    def _messages(self, channel: str, events: list[Any]) -> list[str]:
-        """Consecutive chunk lines become one message; other events keep their place."""
-        messages, lines = [], []
-        for event in events:
-            if isinstance(event, str):
-                lines.append(event)
+    def _messages(self, channel: str, pending: list[Event | _Chunk]) -> list[str]:
+        """Consecutive chunks become one `lines` event; other events keep their place."""
+        messages: list[str] = []
+        chunks: list[_Chunk] = []
+        for entry in pending:
+            if isinstance(entry, _Chunk):
+                chunks.append(entry)
                 continue
-            if lines:
-                messages.append(self._message(channel, {"lines": "".join(lines)}))
-                lines = []
-            messages.append(self._message(channel, event))
-        if lines:
-            messages.append(self._message(channel, {"lines": "".join(lines)}))
+            if chunks:
+                messages.append(self._message(channel, _joined(chunks)))
+                chunks = []
+            messages.append(self._message(channel, entry))
+        if chunks:
+            messages.append(self._message(channel, _joined(chunks)))
         return messages
 
-    def _message(self, channel: str, body: dict[str, Any]) -> str:
-        if "push" in body:  # push channels mix executions and workers: no sequence
-            return dumps(body)
+    def _message(self, channel: str, event: Event) -> str:
+        if event.kind == Kind.PUSH:  # push channels mix executions and workers: no sequence
+            return events.encode(event)
         seq = self._seq.get(channel, 0)
         self._seq[channel] = seq + 1
-        return dumps({"s": seq, **body})
+        return events.encode(events.numbered(event, seq))
+
+
+def _is_done(entry: Event | _Chunk) -> bool:
+    return isinstance(entry, Event) and entry.kind == Kind.DONE
 
 
 class LocalOutbox:
@@ -147,7 +172,7 @@ class LocalOutbox:
     straight to this process's streams; editor push events still go through Redis, since the
     editor's SSE connection may be held by another api process."""
 
-    def __init__(self, client: redis.Redis, deliver):
+    def __init__(self, client: redis.Redis, deliver: Callable[[str, str], None]):
         self.client = client
         self._deliver = deliver  # (channel, message) -> None
         self._seq: dict[str, int] = {}
@@ -157,13 +182,13 @@ class LocalOutbox:
         return True  # delivery is synchronous
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
-        self._send(channel, {"lines": dumps(chunk) + "\n"})
+        self._send(channel, _joined([_chunk(chunk)]))
 
     def response(self, channel: str, response: dict[str, Any]) -> None:
-        self._send(channel, {"response": response})
+        self._send(channel, events.response(response))
 
     def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
-        self._send(channel, {"done": result})
+        self._send(channel, events.done(result))
         with self._lock:
             self._seq.pop(channel, None)
         flushed = threading.Event()
@@ -171,12 +196,11 @@ class LocalOutbox:
         return flushed
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
-        body = {"push": {"type": event_type, "data": data}}
         with contextlib.suppress(redis.RedisError):
-            self.client.publish(channel, dumps(body))
+            self.client.publish(channel, events.encode(events.push(event_type, data)))
 
-    def _send(self, channel: str, body: dict[str, Any]) -> None:
+    def _send(self, channel: str, event: Event) -> None:
         with self._lock:
             seq = self._seq.get(channel, 0)
             self._seq[channel] = seq + 1
-        self._deliver(channel, dumps({"s": seq, **body}))
+        self._deliver(channel, events.encode(events.numbered(event, seq)))

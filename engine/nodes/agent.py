@@ -9,11 +9,13 @@ Every model, tool and memory call is recorded as a run of that sub-node.
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.errors import NodeExecutionError
-from engine.node import NodeOutput, NodeType, SubInput, register
-from memory.messages import ChatMessage, ai, human, system, tool
+from engine.llm import ChatModel, Tool
+from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType, SubInput
+from engine.registry import register
+from engine.workflow import Node
+from memory.base import SessionMemory
+from memory.messages import ChatMessage, ToolCall, ai, human, system, tool
 
 NO_PROMPT = (
     "No prompt specified: expected to find the prompt in an input field called 'chatInput' "
@@ -40,28 +42,28 @@ class Agent(NodeType):
         },
     }
 
-    def execute(self, ctx) -> NodeOutput:
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         return [[_AgentTurn(ctx, index).run() for index in range(len(ctx.input_items))]]
 
 
 class _AgentTurn:
     """One input item's conversation turn."""
 
-    def __init__(self, ctx, index: int):
+    def __init__(self, ctx: ExecuteFunctions, index: int):
         self.ctx = ctx
         self.index = index
         self.model_node = ctx.sub_nodes("ai_languageModel")[0]
         memory_nodes = ctx.sub_nodes("ai_memory")
         self.memory_node = memory_nodes[0] if memory_nodes else None
-        self.tools = {}
+        self.tools: dict[str, tuple[Node, Tool]] = {}
         for node in ctx.sub_nodes("ai_tool"):
-            supplied = ctx.supply(node, index)
+            supplied: Tool = ctx.supply(node, index)
             self.tools[supplied.name] = (node, supplied)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Item:
         ctx, index = self.ctx, self.index
         text = self._prompt()
-        memory = ctx.supply(self.memory_node, index) if self.memory_node else None
+        memory = self._memory()
         history = self._load_history(memory, text) if memory else []
         messages = [system(self._system_message()), *history, human(text)]
         streaming = ctx.is_streaming() and bool(ctx.get_parameter("options.enableStreaming", True))
@@ -74,10 +76,16 @@ class _AgentTurn:
             self._save_turn(memory, text, output)
         return {"json": {"output": output}, "pairedItem": {"item": index}}
 
+    def _memory(self) -> tuple[Node, SessionMemory] | None:
+        """The memory sub-node and the session it supplies for this item, if one is connected."""
+        if self.memory_node is None:
+            return None
+        return self.memory_node, self.ctx.supply(self.memory_node, self.index)
+
     def _prompt(self) -> str:
         ctx = self.ctx
         if ctx.get_parameter("promptType", "auto", self.index) == "auto":
-            value = ctx.expression_data(self.index).json.get("chatInput")
+            value = ctx.input_items[self.index].get("json", {}).get("chatInput")
         else:
             value = ctx.get_parameter("text", "", self.index)
         if value in (None, ""):
@@ -96,11 +104,11 @@ class _AgentTurn:
 
     def _loop(self, messages: list[ChatMessage], streaming: bool) -> str:
         ctx, index = self.ctx, self.index
-        model = ctx.supply(self.model_node, index)
+        model: ChatModel = ctx.supply(self.model_node, index)
         tools = [t for _, t in self.tools.values()]
         on_token = (lambda token: ctx.send_chunk("item", index, token)) if streaming else None
         for _ in range(self._max_iterations()):
-            ctx.execution.check_canceled()
+            ctx.check_canceled()
             reply = ctx.run_sub(
                 self.model_node,
                 "ai_languageModel",
@@ -117,7 +125,7 @@ class _AgentTurn:
             "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
         )
 
-    def _call_tool(self, call) -> str:
+    def _call_tool(self, call: ToolCall) -> str:
         found = self.tools.get(call.name)
         if not found:
             return f"Error: there is no tool called {call.name!r}"
@@ -130,24 +138,26 @@ class _AgentTurn:
             lambda r: {"response": r},
         )
 
-    def _load_history(self, memory, text: str) -> list[ChatMessage]:
+    def _load_history(self, memory: tuple[Node, SessionMemory], text: str) -> list[ChatMessage]:
+        node, session = memory
         return self.ctx.run_sub(
-            self.memory_node,
+            node,
             "ai_memory",
             {"action": "loadMemoryVariables", "values": {"input": text}},
-            memory.load,
+            session.load,
             lambda msgs: {
                 "action": "loadMemoryVariables",
                 "chatHistory": [m.to_stored() for m in msgs],
             },
         )
 
-    def _save_turn(self, memory, text: str, output: str) -> None:
+    def _save_turn(self, memory: tuple[Node, SessionMemory], text: str, output: str) -> None:
+        node, session = memory
         turn = [human(text), ai(output)]
         self.ctx.run_sub(
-            self.memory_node,
+            node,
             "ai_memory",
             {"action": "saveContext", "input": {"input": text}, "output": {"output": output}},
-            lambda: memory.add_turn(turn),
+            lambda: session.add_turn(turn),
             lambda _: {"action": "saveContext", "chatHistory": [m.to_stored() for m in turn]},
         )

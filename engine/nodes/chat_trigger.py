@@ -1,15 +1,23 @@
 """Chat Trigger (`@n8n/n8n-nodes-langchain.chatTrigger`): a chat message starts an execution.
 
-The HTTP side (hosted page, CORS, auth, loadPreviousSession) lives in the api; here is what the
-engine needs: where the trigger listens and how its options read. Its output is the request
-body as the first item, so downstream nodes read `$json.chatInput` and `$json.sessionId`.
+The HTTP side (hosted page, CORS, auth, loadPreviousSession) lives in the api; the rules live
+here: where the trigger listens, how its options read, whether it serves a page, which response
+mode answers a message (`chat_settings`) and whose memory its conversations are (`memory_scope`).
+Its output is the request body as the first item, so downstream nodes read `$json.chatInput`
+and `$json.sessionId`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from engine.context import merged_parameters
 from engine.errors import WorkflowValidationError
-from engine.node import NodeOutput, NodeType, SubInput, register
+from engine.node import ExecuteFunctions, NodeOutput, NodeType, SubInput
+from engine.registry import register
 from engine.webhooks import WebhookSpec
+from engine.workflow import Node, Workflow
 
 RESPONSE_MODES = ("lastNode", "streaming", "responseNode", "responseNodes")
 
@@ -37,7 +45,7 @@ class ChatTrigger(NodeType):
         },
     }
 
-    def validate(self, node) -> None:
+    def validate(self, node: Node) -> None:
         mode = (node.parameters.get("options") or {}).get("responseMode", "lastNode")
         if mode not in RESPONSE_MODES:
             raise WorkflowValidationError(f'unknown response mode "{mode}"', node=node.name)
@@ -47,18 +55,86 @@ class ChatTrigger(NodeType):
         if auth not in ("none", "basicAuth", "n8nUserAuth"):
             raise WorkflowValidationError(f'unknown authentication "{auth}"', node=node.name)
 
-    def webhooks(self, node) -> list[WebhookSpec]:
+    def webhooks(self, node: Node) -> list[WebhookSpec]:
         path = chat_path(node)
-        mode = (node.parameters.get("options") or {}).get("responseMode", "lastNode")
-        if mode == "responseNodes":  # n8n's HITL chat mode; we answer like responseNode
-            mode = "responseNode"
+        mode = chat_settings(node).response_mode
         return [WebhookSpec("GET", path, "onReceived"), WebhookSpec("POST", path, mode)]
 
-    def execute(self, ctx) -> NodeOutput:
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         return [ctx.input_items]
 
 
-def chat_path(node) -> str:
+@dataclass(frozen=True)
+class ChatSettings:
+    """How a Chat Trigger behaves at its URL: what the api reads, decided here once."""
+
+    params: dict[str, Any]  # every parameter over the defaults; `options` always a dict
+    public: bool  # false: the production URL answers 404, as for an unknown path
+    authentication: str  # none, basicAuth, n8nUserAuth
+    hosted_page: bool  # GET serves the hosted chat page
+    response_mode: str  # the webhook response mode its messages are answered in
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.params["options"]
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        """Origins that may call it from a browser (`*`: any), lower case, no trailing slash."""
+        return [o.rstrip("/") for o in comma_list(self.options.get("allowedOrigins"))]
+
+    @property
+    def allowed_file_types(self) -> list[str]:
+        """MIME types (`image/*`) or extensions (`.pdf`) a message's files may have."""
+        return comma_list(self.options.get("allowedFilesMimeTypes"))
+
+    @property
+    def protected(self) -> bool:
+        """A login, or no public URL: its conversations are nobody else's (memory scope)."""
+        return not self.public or self.authentication not in ("none", "", None)
+
+
+def comma_list(value: object) -> list[str]:
+    """An n8n comma-separated option, lower case; empty or missing means any (`*`)."""
+    text = value if isinstance(value, str) and value.strip() else "*"
+    return [part.strip().lower() for part in text.split(",") if part.strip()]
+
+
+def chat_settings(node: Node) -> ChatSettings:
+    params = merged_parameters(node, ChatTrigger.defaults)
+    if not isinstance(params.get("options"), dict):  # `"options": null` in a hand-written export
+        params["options"] = dict(ChatTrigger.defaults["options"])
+    mode = params["options"].get("responseMode") or "lastNode"
+    if mode == "responseNodes":  # n8n's HITL chat mode; we answer like responseNode
+        mode = "responseNode"
+    public = bool(params.get("public"))
+    return ChatSettings(
+        params=params,
+        public=public,
+        authentication=str(params.get("authentication") or "none"),
+        hosted_page=public and params.get("mode", "hostedChat") == "hostedChat",
+        response_mode=mode,
+    )
+
+
+def memory_scope(workflow: Workflow) -> str | None:
+    """The workflow id whose private namespace holds this workflow's chat memory, or None when
+    it shares the public one.
+
+    A chat that asks for a login (`authentication` other than none) or is not public keeps its
+    memory to itself: otherwise anyone knowing a session id could read it through a public chat's
+    loadPreviousSession, or write into it by chatting there. The trigger's options are read as
+    the api reads them (`chat_settings`; `public` defaults to false). Webhook-triggered and public
+    chat workflows share the public namespace (n8n's behaviour). A workflow without an id (a
+    file run with `mini-n8n run`) is scoped under the empty id.
+    """
+    for node in workflow.nodes.values():  # disabled ones too: when in doubt, keep it private
+        if node.type == ChatTrigger.type and chat_settings(node).protected:
+            return workflow.id
+    return None
+
+
+def chat_path(node: Node) -> str:
     """n8n's production URL for a chat trigger is <webhookId>/chat; ours may set `path`."""
     path = str(node.parameters.get("path") or "").strip("/")
     if path:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from engine.errors import ExecutionCanceled
 from engine.llm import Cancellation, TokenCallback, Tool
-from engine.node import NodeType, register
+from engine.node import NodeType, SupplyDataFunctions
+from engine.registry import register
 from memory.messages import ChatMessage, ToolCall, ai
 
 # Linear on any text (possessive runs; a match never starts inside a run of digits): a chat
@@ -88,6 +89,6 @@ class LmChatMock(NodeType):
     sub_output = "ai_languageModel"
     defaults = {"delayPerTokenMs": 0}
 
-    def supply_data(self, ctx, item_index: int) -> MockChatModel:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> MockChatModel:
         delay_ms = float(ctx.get_parameter("delayPerTokenMs", 0) or 0)
         return MockChatModel(delay_per_token=max(delay_ms, 0) / 1000, sleep=ctx.services.sleep)

@@ -11,7 +11,7 @@ from typing import Any
 
 from core.credentials import CredentialError, ResolvedCredential
 from engine.errors import NodeExecutionError, WorkflowValidationError
-from engine.node import NodeType, register
+from engine.node import NodeType, SupplyDataFunctions
 from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for callers)
     DEFAULT_BASE_URL,
     DEFAULT_MAX_RETRIES,
@@ -21,6 +21,8 @@ from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for
     OpenAiChatModel,
     OpenAiSettings,
 )
+from engine.registry import register
+from engine.workflow import Node
 
 # Options n8n stores as numbers: name -> (type, smallest allowed value)
 NUMERIC_OPTIONS = {
@@ -40,7 +42,7 @@ class LmChatOpenAi(NodeType):
     sub_output = "ai_languageModel"
     defaults = {"model": DEFAULT_MODEL, "options": {}}
 
-    def validate(self, node) -> None:
+    def validate(self, node: Node) -> None:
         params = node.parameters or {}
         model = params.get("model", DEFAULT_MODEL)
         if not _is_expression(model) and not model_name(model):
@@ -56,7 +58,7 @@ class LmChatOpenAi(NodeType):
             except ValueError as err:
                 raise WorkflowValidationError(str(err), node=node.name) from None
 
-    def supply_data(self, ctx, item_index: int) -> OpenAiChatModel:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> OpenAiChatModel:
         label = ctx.node.name or LABEL
         try:
             options = {k: _option(k, ctx.get_parameter(f"options.{k}")) for k in OPTION_NAMES}
@@ -85,7 +87,7 @@ class LmChatOpenAi(NodeType):
         return OpenAiChatModel(
             settings,
             str(credential.get("apiKey") or ""),
-            getattr(ctx, "cancel", None),
+            ctx.cancel,
             ctx.services.spawn,
         )
 
@@ -125,17 +127,12 @@ def _option(name: str, value: Any) -> Any:
     return number
 
 
-def _credential(ctx, label: str) -> ResolvedCredential:
-    store = getattr(ctx.services, "credentials", None)
+def _credential(ctx: SupplyDataFunctions, label: str) -> ResolvedCredential:
+    store = ctx.services.credentials
     if store is None:
         raise NodeExecutionError(f"{label}: no credentials are configured for this deployment")
     ref = (ctx.node.credentials or {}).get("openAiApi")
     try:
-        credential = store.resolve("openAiApi", ref)
+        return store.resolve("openAiApi", ref)
     except CredentialError as err:
         raise NodeExecutionError(f"{label}: {err}") from None
-    if not hasattr(credential, "name"):  # a store returning plain dicts: name it from the ref
-        credential = ResolvedCredential(
-            credential, id="", name=(ref or {}).get("name") or "openAiApi", type="openAiApi"
-        )
-    return credential

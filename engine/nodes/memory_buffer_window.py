@@ -5,7 +5,9 @@ messages land on different processes; that is what the Redis memory is for."""
 from __future__ import annotations
 
 from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
-from engine.node import NodeType, register
+from engine.node import NodeType, SupplyDataFunctions
+from engine.registry import register
+from engine.workflow import Node
 from memory.base import SessionMemory
 from memory.window import InProcessMemory
 
@@ -24,10 +26,10 @@ class MemoryBufferWindow(NodeType):
     sub_output = "ai_memory"
     defaults = dict(SESSION_DEFAULTS)
 
-    def activation_warning(self, node, queue_mode: bool) -> str | None:
+    def activation_warning(self, node: Node, queue_mode: bool) -> str | None:
         return QUEUE_MODE_WARNING if queue_mode else None
 
-    def supply_data(self, ctx, item_index: int) -> SessionMemory:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> SessionMemory:
         backend = ctx.services.simple_memory or _fallback
         # n8n keys the process-wide buffer by workflow and session.
         key = f"{ctx.workflow.id}__{session_id(ctx)}"

@@ -6,13 +6,20 @@ memory is private to its workflow (see engine/chat_session.py and core/keys.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.credentials import CredentialError
 from core.keys import ReservedKeyError
-from engine.chat_session import SESSION_DEFAULTS, memory_scope, session_id, window_length
+from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
 from engine.errors import NodeExecutionError, SessionKeyRefused
-from engine.node import NodeType, register
+from engine.node import NodeType, SupplyDataFunctions
+from engine.nodes.chat_trigger import memory_scope
+from engine.registry import register
 from memory.base import SessionMemory
 from memory.redis import RedisMemory
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 
 @register
@@ -22,7 +29,7 @@ class MemoryRedisChat(NodeType):
     sub_output = "ai_memory"
     defaults = {**SESSION_DEFAULTS, "sessionTTL": 0}
 
-    def supply_data(self, ctx, item_index: int) -> SessionMemory:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> SessionMemory:
         client = _client(ctx)
         ttl = ctx.get_parameter("sessionTTL", 0) or 0
         try:
@@ -44,8 +51,8 @@ class MemoryRedisChat(NodeType):
         return SessionMemory(backend, session, window)
 
 
-def _client(ctx):
-    connect = getattr(ctx.services, "redis_for_credential", None)
+def _client(ctx: SupplyDataFunctions) -> Redis:
+    connect = ctx.services.redis_for_credential
     ref = (ctx.node.credentials or {}).get("redis")
     if ref and connect:
         try:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from core.jsontext import dumps, well_formed
 from engine.errors import NodeExecutionError
-from engine.node import NodeOutput, NodeType, register
+from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
+from engine.registry import register
 
 # What HTTP can carry: a header name is a token, a value is Latin-1 text without line breaks.
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -20,7 +22,7 @@ class RespondToWebhook(NodeType):
     type = "n8n-nodes-base.respondToWebhook"
     defaults = {"respondWith": "firstIncomingItem", "responseBody": "", "options": {}}
 
-    def execute(self, ctx) -> NodeOutput:
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         items = ctx.input_items
         respond_with = ctx.get_parameter("respondWith")
         status = _status(ctx)
@@ -32,7 +34,7 @@ class RespondToWebhook(NodeType):
         return [items]
 
 
-def _status(ctx) -> int:
+def _status(ctx: ExecuteFunctions) -> int:
     value = ctx.get_parameter("options.responseCode", 200) or 200
     try:
         status = int(value)
@@ -46,8 +48,8 @@ def _status(ctx) -> int:
     return status
 
 
-def _headers(ctx) -> dict[str, str]:
-    headers = {}
+def _headers(ctx: ExecuteFunctions) -> dict[str, str]:
+    headers: dict[str, str] = {}
     for entry in ctx.get_parameter("options.responseHeaders.entries", []) or []:
         if not isinstance(entry, dict) or not entry.get("name"):
             continue
@@ -62,7 +64,7 @@ def _headers(ctx) -> dict[str, str]:
     return headers
 
 
-def _body(ctx, respond_with: str, items) -> tuple[str, str | None]:
+def _body(ctx: ExecuteFunctions, respond_with: str, items: list[Item]) -> tuple[str, str | None]:
     if respond_with == "firstIncomingItem":
         return _json(items[0].get("json", {}) if items else {})
     if respond_with == "allIncomingItems":
@@ -85,5 +87,5 @@ def _body(ctx, respond_with: str, items) -> tuple[str, str | None]:
     raise NodeExecutionError(f'unsupported "Respond With": {respond_with}', node=ctx.node.name)
 
 
-def _json(value) -> tuple[str, str]:
+def _json(value: Any) -> tuple[str, str]:
     return dumps(value), "application/json; charset=utf-8"

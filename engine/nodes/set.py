@@ -10,7 +10,8 @@ import copy
 from typing import Any
 
 from engine.errors import NodeExecutionError
-from engine.node import NodeOutput, NodeType, register
+from engine.node import ExecuteFunctions, NodeOutput, NodeType
+from engine.registry import register
 
 
 @register
@@ -18,7 +19,7 @@ class Set(NodeType):
     type = "n8n-nodes-base.set"
     defaults = {"mode": "manual", "includeOtherFields": False, "options": {}}
 
-    def execute(self, ctx) -> NodeOutput:
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         out = []
         for index, item in enumerate(ctx.input_items):
             keep = _keeps_input(ctx, index)
@@ -29,7 +30,7 @@ class Set(NodeType):
         return [out]
 
 
-def _keeps_input(ctx, index: int) -> bool:
+def _keeps_input(ctx: ExecuteFunctions, index: int) -> bool:
     if "keepOnlySet" in ctx.node.parameters:  # v1/v2
         return not ctx.get_parameter("keepOnlySet", False, index)
     if "include" in ctx.node.parameters:  # v3.0-3.2
@@ -37,7 +38,7 @@ def _keeps_input(ctx, index: int) -> bool:
     return bool(ctx.get_parameter("includeOtherFields", False, index))
 
 
-def _assignments(ctx, index: int) -> list[tuple[str, Any]]:
+def _assignments(ctx: ExecuteFunctions, index: int) -> list[tuple[str, Any]]:
     params = ctx.node.parameters
     if "assignments" in params:
         rows = ctx.get_parameter("assignments.assignments", [], index) or []
@@ -55,7 +56,7 @@ def _v3_value(row: dict[str, Any]) -> Any:
     return row.get(key, row.get("stringValue"))
 
 
-def _typed(value: Any, kind: str | None, ctx) -> Any:
+def _typed(value: Any, kind: str | None, ctx: ExecuteFunctions) -> Any:
     try:
         if kind == "number" and isinstance(value, str):
             return float(value) if "." in value else int(value)

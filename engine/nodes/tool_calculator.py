@@ -20,9 +20,10 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
-from engine.node import NodeType, register
+from engine.node import NodeType, SupplyDataFunctions
+from engine.registry import register
 
 MAX_INPUT = 1000
 MAX_EXPONENT = 1000
@@ -92,7 +93,7 @@ class _Walker:
             self.depth -= 1
 
     def dispatch(self, node: ast.AST) -> int | float:
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        if isinstance(node, ast.Constant) and _is_number(node.value):
             return node.value
         if isinstance(node, ast.Name) and node.id in _CONSTANTS:
             return _CONSTANTS[node.id]
@@ -100,27 +101,29 @@ class _Walker:
             return self.unary(node)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return self.binary(node)
-        if isinstance(node, ast.Call) and _function_name(node) in _FUNCTIONS:
-            return _call(_function_name(node), [self.eval(a) for a in node.args])
+        if isinstance(node, ast.Call) and (name := _function_name(node)) and name in _FUNCTIONS:
+            return _call(name, [self.eval(a) for a in node.args])
         shown = (ast.get_source_segment(self.source, node) or type(node).__name__)[:80]
         raise CalculatorError(f"unsupported expression: {shown}")
 
     def unary(self, node: ast.UnaryOp) -> int | float:
         negative = False
-        while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            negative ^= isinstance(node.op, ast.USub)
-            node = node.operand  # `- - -1` is a chain: walk it in a loop, not by recursion
-        value = self.eval(node)
+        operand: ast.expr = node
+        while isinstance(operand, ast.UnaryOp) and isinstance(operand.op, ast.USub | ast.UAdd):
+            negative ^= isinstance(operand.op, ast.USub)
+            operand = operand.operand  # `- - -1` is a chain: walk it in a loop, not by recursion
+        value = self.eval(operand)
         return -value if negative else value
 
     def binary(self, node: ast.BinOp) -> int | float:
         # `1+1+...+1` is a left-deep chain as long as the input: walk its left spine in a loop,
         # so only right operands (parentheses, powers) recurse.
-        spine = []
-        while isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            spine.append(node)
-            node = node.left
-        value = self.eval(node)
+        spine: list[ast.BinOp] = []
+        left: ast.expr = node
+        while isinstance(left, ast.BinOp) and type(left.op) in _BINARY:
+            spine.append(left)
+            left = left.left
+        value = self.eval(left)
         for step in reversed(spine):
             value = _checked(_apply(step.op, value, self.eval(step.right)))
         return value
@@ -138,10 +141,19 @@ def _apply(op: ast.operator, left: int | float, right: int | float) -> int | flo
 def _power(base: int | float, exponent: int | float) -> int | float:
     if abs(exponent) > MAX_EXPONENT:
         raise CalculatorError("exponent too large")
-    exact = isinstance(base, int) and isinstance(exponent, int) and exponent >= 0
-    if exact and abs(base).bit_length() * exponent <= _EXACT_POWER_BITS:
+    if (
+        isinstance(base, int)
+        and isinstance(exponent, int)
+        and exponent >= 0
+        and abs(base).bit_length() * exponent <= _EXACT_POWER_BITS
+    ):
         return base**exponent
     return float(base) ** exponent  # a complex result is refused by _checked
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """An int or a float; not a bool, not a complex."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _checked(value: Any) -> int | float:
@@ -264,5 +276,5 @@ class ToolCalculator(NodeType):
     kind = "sub"
     sub_output = "ai_tool"
 
-    def supply_data(self, ctx, item_index: int) -> Calculator:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Calculator:
         return Calculator()

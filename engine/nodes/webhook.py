@@ -6,11 +6,12 @@ executionMode}, as n8n's node outputs it); the engine passes it on.
 
 from __future__ import annotations
 
+from core.workflow_store import WEBHOOK_METHODS
 from engine.errors import WorkflowValidationError
-from engine.node import NodeOutput, NodeType, register
+from engine.node import ExecuteFunctions, NodeOutput, NodeType
+from engine.registry import register
 from engine.webhooks import RESPONSE_MODES, WebhookSpec
-
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+from engine.workflow import Node
 
 
 @register
@@ -25,9 +26,9 @@ class Webhook(NodeType):
         "options": {},
     }
 
-    def validate(self, node) -> None:
+    def validate(self, node: Node) -> None:
         params = {**self.defaults, **node.parameters}
-        if str(params["httpMethod"]).upper() not in METHODS:
+        if str(params["httpMethod"]).upper() not in WEBHOOK_METHODS:
             raise WorkflowValidationError(
                 f'unsupported HTTP method "{params["httpMethod"]}"', node=node.name
             )
@@ -38,14 +39,14 @@ class Webhook(NodeType):
         if not webhook_path(node):
             raise WorkflowValidationError("needs a path or a webhookId", node=node.name)
 
-    def webhooks(self, node) -> list[WebhookSpec]:
+    def webhooks(self, node: Node) -> list[WebhookSpec]:
         params = {**self.defaults, **node.parameters}
         method = str(params["httpMethod"]).upper()
         return [WebhookSpec(method, webhook_path(node), params["responseMode"])]
 
-    def execute(self, ctx) -> NodeOutput:
+    def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         return [ctx.input_items]
 
 
-def webhook_path(node) -> str:
+def webhook_path(node: Node) -> str:
     return str(node.parameters.get("path") or node.webhook_id or "").strip("/")

@@ -7,6 +7,8 @@ import json
 import redis
 
 from api.relay import Relay
+from core import events
+from core.events import Kind
 
 
 def publish(url: str, channel: str, body: dict) -> None:
@@ -20,7 +22,7 @@ def test_a_subscription_is_live_when_subscribe_returns(redis_url, keys):
     channel = keys.execution_events("r1")
     stream = relay.subscribe(channel)
     publish(redis_url, channel, {"s": 0, "lines": "x\n"})  # published right after: not lost
-    assert stream.get(timeout=5) == {"s": 0, "lines": "x\n"}
+    assert stream.get(timeout=5) == events.lines("x\n", seq=0)
     relay.unsubscribe(stream)
     assert relay.open_streams() == 0
 
@@ -30,7 +32,7 @@ def test_a_gap_in_sequence_numbers_is_reported(redis_url, keys):
     channel = keys.execution_events("r2")
     stream = relay.subscribe(channel)
     publish(redis_url, channel, {"s": 1, "lines": "x\n"})
-    assert "lost" in stream.get(timeout=5)["relayError"]
+    assert "lost" in stream.get(timeout=5).reason
     relay.unsubscribe(stream)
 
 
@@ -40,13 +42,13 @@ def test_a_stream_nobody_reads_is_cut_off_at_its_limit(redis_url, keys):
     stream = relay.subscribe(channel)
     for seq in range(100):  # ~100 KB for a reader that never comes
         publish(redis_url, channel, {"s": seq, "lines": "y" * 1000})
-    events = []
+    got = []
     while (event := stream.get(timeout=2)) is not None:
-        events.append(event)
-        if "relayError" in event:
+        got.append(event)
+        if event.kind == Kind.BROKEN:
             break
-    assert "not reading" in events[-1]["relayError"]
-    assert sum(len(e.get("lines", "")) for e in events) <= 10_000
+    assert "not reading" in got[-1].reason
+    assert sum(len(e.body) for e in got if e.kind == Kind.LINES) <= 10_000
     assert relay.open_streams() == 0  # unsubscribed: nothing more is buffered for it
 
 
@@ -59,7 +61,7 @@ def test_a_message_that_is_not_valid_ends_only_its_own_stream(redis_url, keys):
     client.publish(bad, b"[1, 2]")
     client.publish(good, json.dumps({"s": 0, "lines": "ok\n"}))
     client.close()
-    assert "could not be read" in bad_stream.get(timeout=5)["relayError"]
-    assert good_stream.get(timeout=5) == {"s": 0, "lines": "ok\n"}
+    assert "could not be read" in bad_stream.get(timeout=5).reason
+    assert good_stream.get(timeout=5) == events.lines("ok\n", seq=0)
     relay.unsubscribe(bad_stream)
     relay.unsubscribe(good_stream)

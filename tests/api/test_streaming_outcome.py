@@ -10,6 +10,8 @@ from flask import Flask
 
 from api.launcher import Launch
 from api.responses import Outcome, streaming_response
+from core import events
+from core.events import Event
 
 
 class ScriptedStream:
@@ -30,9 +32,10 @@ class Store:
         return self.record
 
 
-def lines(*chunks) -> dict:
+def lines(*chunks) -> Event:
     # compact, as the worker writes them
-    return {"s": 0, "lines": "".join(json.dumps(c, separators=(",", ":")) + "\n" for c in chunks)}
+    text = "".join(json.dumps(c, separators=(",", ":")) + "\n" for c in chunks)
+    return events.lines(text, items=sum(c["type"] == "item" for c in chunks))
 
 
 def body(events, record) -> list[dict]:
@@ -50,13 +53,13 @@ FINISHED = {"status": "success", "lastNodeExecuted": "AI Agent", "runData": {
 
 
 def test_last_events_arriving_after_the_record_finished_are_relayed_once():
-    events = [
+    script = [
         lines({"type": "begin"}, {"type": "item", "content": "Hello "}),
         None,  # quiet: the relay checks the record, which already says success
         lines({"type": "item", "content": "there."}, {"type": "end"}),
-        {"s": 2, "done": {"status": "success", "streamed": True}},
+        events.done({"status": "success", "streamed": True}),
     ]
-    chunks = body(events, FINISHED)
+    chunks = body(script, FINISHED)
     assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
     assert "".join(c.get("content", "") for c in chunks) == "Hello there."
 

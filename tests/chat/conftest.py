@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path
-from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER, stop_all
+from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER
 from tests.e2e.deployment import Deployment
 
 
@@ -27,7 +26,7 @@ def credentials_file(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def chat_deployment(redis_url, credentials_file):
-    deploy = Deployment(
+    with Deployment.running(
         redis_url,
         MINI_N8N_KEEPALIVE_SECONDS="1",
         MINI_N8N_CREDENTIALS_FILE=credentials_file,
@@ -35,21 +34,8 @@ def chat_deployment(redis_url, credentials_file):
         MINI_N8N_CHAT_FILE_MAX_BYTES=str(64 * 1024),
         MINI_N8N_CHAT_FILES_MAX_BYTES=str(100 * 1024),
         OPENAI_API_KEY="",  # a model without a credential must fail, whatever the shell has
-    )
-    try:
-        deploy.base = deploy.start_api()
-        deploy.worker = deploy.start_worker()
+    ) as deploy:
         yield deploy
-    finally:
-        stop_all(deploy)
-
-
-@pytest.fixture(scope="session")
-def browser(playwright_driver):
-    # Playwright gives every launch a fresh temporary profile (user-data dir).
-    browser = playwright_driver.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-    yield browser
-    browser.close()
 
 
 class ConsoleErrors(list):

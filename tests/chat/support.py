@@ -1,12 +1,11 @@
 """What the chat tests share: the calculator chat with trigger edits, the basic-auth login in the
-test credentials file, and stopping a deployment quickly."""
+test credentials file."""
 
 from __future__ import annotations
 
 import copy
-import threading
 
-from tests.e2e.deployment import Deployment, fresh_ids
+from tests.e2e.deployment import fresh_ids
 from tests.workflows import REDIS_CHAT, example, node
 
 TRIGGER = "When chat message received"
@@ -29,13 +28,3 @@ def chat_workflow(options: dict | None = None, delay_ms: float = 0, **trigger_pa
 def trigger_output(record: dict) -> dict:
     """The item the Chat Trigger produced in an execution record."""
     return record["runData"][TRIGGER][0]["data"]["main"][0][0]
-
-
-def stop_all(deploy: Deployment) -> None:
-    """Deployment.stop, but every process at once: a Celery worker takes seconds to stop."""
-    threads = [threading.Thread(target=p.stop) for p in deploy.processes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    deploy.redis.close()

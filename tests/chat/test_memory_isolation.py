@@ -18,7 +18,6 @@ from tests.chat.support import (
     BASIC_USER,
     TRIGGER,
     chat_workflow,
-    stop_all,
 )
 from tests.e2e.deployment import Deployment, chat_url
 from tests.workflows import node
@@ -122,7 +121,7 @@ def beside_n8n(redis_url):
         deploy.worker = deploy.start_worker()
         yield deploy
     finally:
-        stop_all(deploy)
+        deploy.stop()
 
 
 def test_with_an_empty_memory_key_prefix_a_turn_is_n8ns_list_at_the_bare_session_id(beside_n8n):

@@ -13,7 +13,6 @@ from tests.chat.support import (
     BASIC_USER,
     TRIGGER,
     chat_workflow,
-    stop_all,
     trigger_output,
 )
 from tests.e2e.deployment import Deployment, chat_url
@@ -113,7 +112,7 @@ def two_workers(redis_url):
             deploy.worker_a, deploy.worker_b = worker_a.result(), worker_b.result()
         yield deploy
     finally:
-        stop_all(deploy)
+        deploy.stop()
 
 
 def test_three_messages_served_by_two_workers_end_with_the_name_and_survive_a_reload(

@@ -10,10 +10,5 @@ def deployment(redis_url):
     """One api and one worker, shared by the tests of a module."""
     # Keepalive lines every second; the default lease (5 s), so a loaded machine does not make
     # a busy worker look lost.
-    deploy = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1")
-    try:
-        deploy.base = deploy.start_api()
-        deploy.worker = deploy.start_worker()
+    with Deployment.running(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1") as deploy:
         yield deploy
-    finally:
-        deploy.stop()

@@ -4,6 +4,7 @@ deployment under its own key prefix."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -11,8 +12,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,7 @@ from core.keys import Keys
 from core.workflow_store import WorkflowStore
 from engine.workflow import load_workflow
 from mini_n8n.redis_server import free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI_N8N = [sys.executable, "-m", "mini_n8n.cli"]
@@ -85,6 +87,18 @@ class Deployment:
         }
         self.processes: list[Process] = []
         self.apis: list[tuple[Process, str]] = []
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, redis_url: str, **env: str) -> Iterator[Deployment]:
+        """One api (`.base`) and one worker (`.worker`), stopped on the way out."""
+        deploy = cls(redis_url, **env)
+        try:
+            deploy.base = deploy.start_api()
+            deploy.worker = deploy.start_worker()
+            yield deploy
+        finally:
+            deploy.stop()
 
     # --- processes ------------------------------------------------------------------------
     def start_api(self, **env: str) -> str:
@@ -150,14 +164,15 @@ def chat_url(base: str, workflow: dict) -> str:
 
 
 def _wait_http(url: str, proc: Process) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if proc.proc.poll() is not None:
             raise RuntimeError(f"{proc.name} exited:\n{proc.output()}")
         try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
+            return httpx.get(url, timeout=1.0).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{proc.name} did not answer {url}:\n{proc.output()}")
+            return False
+
+    try:
+        wait_until(answers, START_TIMEOUT, f"{proc.name} to answer {url}")
+    except AssertionError:
+        raise RuntimeError(f"{proc.name} did not answer {url}:\n{proc.output()}") from None

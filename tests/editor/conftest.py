@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.e2e.deployment import Deployment
 
 API_KEY = "editor+test/key=0123456789"  # "+" and "/" must survive the URL fragment
@@ -16,29 +15,16 @@ API_KEY = "editor+test/key=0123456789"  # "+" and "/" must survive the URL fragm
 @pytest.fixture(scope="module")
 def deployment(redis_url):
     # An open editor tab keeps an SSE stream; a short graceful timeout keeps teardown quick.
-    deploy = Deployment(
-        redis_url,
-        MINI_N8N_API_KEY=API_KEY,
-        MINI_N8N_GRACEFUL_TIMEOUT="1",
-    )
-    try:
-        deploy.base = deploy.start_api()
-        deploy.worker = deploy.start_worker()
+    with Deployment.running(
+        redis_url, MINI_N8N_API_KEY=API_KEY, MINI_N8N_GRACEFUL_TIMEOUT="1"
+    ) as deploy:
         yield deploy
-    finally:
-        deploy.stop()
 
 
 @pytest.fixture(scope="module")
-def browser(playwright_driver, tmp_path_factory):
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    context = playwright_driver.chromium.launch_persistent_context(
-        str(profile),
-        executable_path=chromium_path(),
-        args=CHROMIUM_ARGS,
-        headless=True,
-        viewport={"width": 1400, "height": 900},
-    )
+def editor_context(browser):
+    """The editor tests' browser context: its tabs share storage, as one user's tabs do."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
         yield context
     finally:
@@ -54,12 +40,12 @@ class Tab:
 
 
 @pytest.fixture
-def new_tab(browser):
+def new_tab(editor_context):
     """Opens editor tabs on a fresh page each; closes them after the test."""
     tabs: list[Tab] = []
 
     def open_tab() -> Tab:
-        page = browser.new_page()
+        page = editor_context.new_page()
         tab = Tab(page)
         page.on("console", lambda m: m.type == "error" and tab.errors.append(m.text))
         page.on("pageerror", lambda err: tab.errors.append(f"uncaught: {err}"))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import httpx
 import pytest
 
 from tests.e2e.deployment import fresh_ids
 from tests.editor.conftest import API_KEY
+from tests.waiting import wait_until
 from tests.workflows import GREETING, REDIS_CHAT, example, with_model_delay
 
 ANSWER = "Based on the tools: Calculator returned 87."
@@ -94,13 +94,11 @@ def stored(client, workflow: dict) -> dict:
 
 
 def wait_finished(client, execution_id: str) -> dict:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    def finished() -> dict | None:
         record = client.get(f"/executions/{execution_id}").json()
-        if record["status"] not in ("new", "running"):
-            return record
-        time.sleep(0.05)
-    raise AssertionError(f"execution {execution_id} did not finish: {record}")
+        return record if record["status"] not in ("new", "running") else None
+
+    return wait_until(finished, WAIT_S, f"execution {execution_id} to finish")
 
 
 # --- auth -------------------------------------------------------------------------------------

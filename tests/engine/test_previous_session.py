@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from core.keys import Keys
-from engine.chat_session import memory_scope
 from engine.errors import NodeExecutionError, SessionKeyRefused
 from engine.executor import run_workflow
+from engine.nodes.chat_trigger import memory_scope
 from engine.previous_session import previous_session
 from engine.services import Services
 from engine.workflow import load_workflow

@@ -108,19 +108,14 @@ def closed_url():
 def deploy(redis_url, fake, closed_url, tmp_path_factory):
     path = tmp_path_factory.mktemp("models") / "credentials.json"
     path.write_text(json.dumps(credentials(fake.base_url, redis_url, closed_url)))
-    deployment = Deployment(
+    with Deployment.running(
         redis_url,
         MINI_N8N_CREDENTIALS_FILE=str(path),
         MINI_N8N_API_KEY=API_KEY,
         MINI_N8N_LEASE_SECONDS="2",
         MINI_N8N_KEEPALIVE_SECONDS="1",
-    )
-    try:
-        deployment.base = deployment.start_api()
-        deployment.worker = deployment.start_worker()
+    ) as deployment:
         yield deployment
-    finally:
-        deployment.stop()
 
 
 def stop_via_rest(deploy, execution_id: str) -> httpx.Response:

@@ -12,6 +12,7 @@ import httpx
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import chat_url
 from tests.models.conftest import openai_chat, stop_via_rest
+from tests.waiting import wait_until
 
 SLOW = 0.3  # seconds per token
 LONG = "please tell me a long story about the ships and the sea"  # answered in 13 tokens
@@ -51,13 +52,13 @@ class OpenStream:
 
 def wait_for_status(deploy, execution_id: str, timeout: float = 10.0) -> tuple[dict, float]:
     """The finished record and when it was first seen finished (monotonic)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def finished() -> dict | None:
         record = deploy.execution(execution_id)
-        if record and record["status"] not in ("new", "running"):
-            return record, time.monotonic()
-        time.sleep(0.02)
-    raise AssertionError(f"execution {execution_id} did not finish: {record}")
+        return record if record and record["status"] not in ("new", "running") else None
+
+    record = wait_until(finished, timeout, f"execution {execution_id} to finish", every=0.02)
+    return record, time.monotonic()
 
 
 def remembered(deploy, session: str) -> list[tuple[str, str]]:
