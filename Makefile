@@ -13,11 +13,13 @@ up: $(STAMP_RUN)
 	$(BIN)/mini-n8n up
 
 # What the suite needs beyond Python packages: podman & co. for tests/compose, chromium for the
-# browser tests. Both scripts return at once when it is all there; they install it when root with
-# apt, and otherwise warn (the compose tests are then skipped, naming why).
+# browser tests, prometheus for the metrics test. Each script returns at once when it is all
+# there; it installs it when root with apt, and otherwise warns (the compose tests are then
+# skipped, naming why; the browser and metrics tests fail, naming the script).
 test: $(STAMP_TEST)
 	scripts/ensure-podman
 	scripts/ensure-chromium
+	scripts/ensure-prometheus
 	$(BIN)/pytest -q
 
 lint: $(STAMP_TEST)

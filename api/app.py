@@ -12,7 +12,7 @@ import redis
 from flask import Flask, Response, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
-from api import errors, ops, push, rest, webhooks
+from api import access_log, errors, ops, push, rest, webhooks
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
 from core.settings import Settings
@@ -41,6 +41,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     if config:
         app.config.update(config)
     rt = app.extensions["mini_n8n"] = ApiRuntime(settings)
+    access_log.register(app)
     app.before_request(rt.warm)
     app.after_request(_nosniff)
     errors.register_error_handlers(app)

@@ -2,6 +2,42 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
+from core.logs import dict_config
+from core.settings import Settings
+
+# gunicorn's own lines and the app's, through one handler in MINI_N8N_LOG_FORMAT, at
+# MINI_N8N_LOG_LEVEL (core/logs.py). Set up in the master; the forked workers inherit it.
+logconfig_dict = dict_config(Settings.from_env().log_format)
+
+# The metrics directory this api made at its start (None until then): removed at its end.
+_metrics_dir: str | None = None
+
+
+def on_starting(server) -> None:
+    """Metrics from every worker process (api/metrics.py): prometheus-client's multiprocess mode
+    writes each process's values to files in PROMETHEUS_MULTIPROC_DIR. A fresh directory per
+    start, so no value of an earlier run comes back; set here in the master, before any worker
+    is forked and imports prometheus-client. An inherited value is replaced for the same reason."""
+    global _metrics_dir
+    _metrics_dir = tempfile.mkdtemp(prefix="mini-n8n-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server, worker) -> None:
+    """A worker process is gone: its gauges no longer count (its counters still do)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server) -> None:
+    if _metrics_dir is not None:
+        shutil.rmtree(_metrics_dir, ignore_errors=True)
+
 
 def post_worker_init(worker) -> None:
     """On SIGTERM gunicorn stops accepting and waits for open requests up to its graceful

@@ -115,8 +115,14 @@ class Launcher:
             app = self._celery()
             if self._producer is None:
                 self._producer = app.amqp.Producer(app.connection_for_write())
+            # The task id is the execution id: Celery's lines, Flower and the worker's logs
+            # (core/logs.py) all name the execution by it.
             app.send_task(
-                TASK_NAME, args=[payload], queue=self.settings.task_queue, producer=self._producer
+                TASK_NAME,
+                args=[payload],
+                task_id=payload["record"]["id"],
+                queue=self.settings.task_queue,
+                producer=self._producer,
             )
 
     def _local_runtime(self):

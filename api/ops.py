@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import redis
 from flask import Blueprint, Response, jsonify
-from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from api import metrics
 from api.runtime import runtime
 
 bp = Blueprint("ops", __name__)
-
-OPEN_STREAMS = Gauge("mini_n8n_open_streams", "Executions this api process is relaying now")
+bp.before_app_request(metrics.note_arrival)
+bp.after_app_request(metrics.count_webhook)
 
 
 @bp.get("/healthz")
@@ -28,7 +29,5 @@ def readyz():
 
 
 @bp.get("/metrics")
-def metrics():
-    rt = runtime()
-    OPEN_STREAMS.set(rt._relay.open_streams() if rt._relay else 0)
-    return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+def prometheus_metrics():
+    return Response(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -22,6 +22,7 @@ from typing import Any
 import redis
 from flask import Response, jsonify
 
+from api import metrics
 from api.launcher import Launch
 from core import events
 from core.answers import output_text
@@ -142,7 +143,7 @@ def streaming_response(
         "X-Accel-Buffering": "no",
         "X-Execution-Id": outcome.launch.execution_id,
     }
-    body = _ndjson(outcome, stop_on_disconnect)
+    body = metrics.measured(_ndjson(outcome, stop_on_disconnect), metrics.arrival(), KEEPALIVE)
     return Response(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
 
 

@@ -53,6 +53,10 @@ class Settings:
     # Public chats' memory is "chat:<sessionKey>", apart from our other keys; "" gives n8n's bare
     # session keys, to take over n8n's sessions or run beside n8n on one Redis.
     memory_key_prefix: str = "chat:"
+    # 0 = off: a worker serves /metrics only on a port it is given (one per worker on a host).
+    worker_metrics_port: int = 0
+    # Lines a person reads; "json" gives one object per line for a log shipper (core/logs.py).
+    log_format: str = "text"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -78,4 +82,6 @@ class Settings:
             executions_mode=os.environ.get("EXECUTIONS_MODE", cls.executions_mode),
             key_prefix=os.environ.get("MINI_N8N_KEY_PREFIX", ""),
             memory_key_prefix=os.environ.get("MINI_N8N_MEMORY_KEY_PREFIX", cls.memory_key_prefix),
+            worker_metrics_port=_int("MINI_N8N_WORKER_METRICS_PORT", cls.worker_metrics_port),
+            log_format=(os.environ.get("MINI_N8N_LOG_FORMAT") or cls.log_format).lower(),
         )

@@ -41,3 +41,6 @@ class Services:
     # How a model's streaming read runs beside the execution; a gevent worker lends greenlets,
     # which a stop can interrupt in the middle of a socket wait.
     spawn: Spawn = spawn_thread
+    # Told after each chat-model call the Agent makes: "success" or "error", and how many
+    # tokens (streamed pieces) the model produced. A worker lends one that counts them.
+    on_model_call: Callable[[str, int], None] | None = None

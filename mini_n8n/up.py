@@ -1,7 +1,10 @@
 """`mini-n8n up`: everything on one machine, in the foreground.
 
-Uses REDIS_URL if a server answers there, else starts the embedded valkey-server (AOF in
-./.mini-n8n/redis); imports and activates ./workflows (or the bundled examples); starts the api
+Redis: REDIS_URL when it is set (and `up` stops if nothing answers there); otherwise its own
+embedded valkey-server, AOF in ./.mini-n8n/redis, on the port kept in ./.mini-n8n/state.json
+(a new free port the first time, or when another program holds that one). Never a Redis that
+merely answers on 6379. The generated api key is kept there too, so both survive a restart
+(mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the bundled examples); starts the api
 (gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers and
 prints the URLs. Ctrl-C or SIGTERM stops everything it started: children first (SIGTERM, then
 SIGKILL after a grace period), the embedded Redis last. A child that dies on its own stops the
@@ -11,7 +14,6 @@ rest, and `up` exits non-zero.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
@@ -22,13 +24,24 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+from core import logs
 from core.keys import Keys
 from core.settings import Settings
-from mini_n8n.redis_server import EmbeddedRedis, free_port, reachable
+from mini_n8n.local_state import (
+    STATE_DIR,
+    STATE_FILE,
+    CliError,
+    LocalState,
+    load_state,
+    safe_url,
+    save_state,
+)
+from mini_n8n.redis_server import EmbeddedRedis, die_with_parent, free_port, reachable
 
-DATA_DIR = Path(".mini-n8n") / "redis"
+DATA_DIR = STATE_DIR / "redis"
 BUNDLED_WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
 READY_TIMEOUT_SECONDS = 60.0  # gunicorn + gevent start in about a second; slow disks need more
 POLL_SECONDS = 0.2
@@ -41,14 +54,13 @@ class Stack:
 
     def __init__(self) -> None:
         self.redis: EmbeddedRedis | None = None
+        self.adopted_redis: str | None = None  # an earlier run's embedded Redis, shut down at end
         self.children: list[tuple[str, subprocess.Popen]] = []
 
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         cmd = [sys.executable, "-m", "mini_n8n.cli", *args]
         # A session of their own: Ctrl-C reaches only `up`, which then stops them in order.
-        process = subprocess.Popen(
-            cmd, env=env, start_new_session=True, preexec_fn=_die_with_parent
-        )
+        process = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=die_with_parent)
         self.children.append((name, process))
 
     def exited(self) -> tuple[str, int] | None:
@@ -73,10 +85,16 @@ class Stack:
         if self.redis is not None:
             self.redis.stop()
             self.redis = None
+        if self.adopted_redis is not None:
+            _shutdown(self.adopted_redis)
+            self.adopted_redis = None
 
 
 def up(workflows: str | None, workers: int) -> int:
     settings = Settings.from_env()
+    # Lines `up` logs itself (workflow import warnings...) in the format its children use; what
+    # it prints for the user (URLs, progress) stays plain text.
+    logs.configure(settings.log_format)
     if not _port_free(settings.port):
         print(
             f"port {settings.port} is in use: stop what listens there or set PORT", file=sys.stderr
@@ -102,9 +120,25 @@ def up(workflows: str | None, workers: int) -> int:
 
 def _run(stack: Stack, settings: Settings, workflows: str | None, workers: int, stopping) -> int:
     env = dict(os.environ)
-    redis_url = _redis(stack, settings, env)
+    try:
+        state = load_state() or LocalState()
+    except CliError as err:
+        print(f"warning: {err}; starting with a fresh one", file=sys.stderr)
+        state = LocalState()
+    redis_url = _redis(stack, settings, env, state)
+    if redis_url is None:
+        return 1
     env["REDIS_URL"] = redis_url
-    env.setdefault("MINI_N8N_API_KEY", secrets.token_urlsafe(24))
+    if "MINI_N8N_API_KEY" in os.environ:  # the user's own (empty: no key, loopback only)
+        key_source = "MINI_N8N_API_KEY"
+    else:
+        state.api_key = state.api_key or secrets.token_urlsafe(24)
+        env["MINI_N8N_API_KEY"] = state.api_key
+        key_source = f"kept in {STATE_FILE}"
+    state.redis_url = redis_url
+    state.key_prefix = settings.key_prefix
+    state.memory_key_prefix = settings.memory_key_prefix
+    save_state(state)
     folder = _workflows_folder(workflows)
     # `up` imports them itself (its output is the user's) so the api must not import again.
     env.pop("MINI_N8N_WORKFLOWS_DIR", None)
@@ -117,7 +151,7 @@ def _run(stack: Stack, settings: Settings, workflows: str | None, workers: int, 
     base = f"http://127.0.0.1:{settings.port}"
     if not _wait_ready(base, stack, stopping):
         return 0 if stopping.is_set() else 1
-    _print_urls(settings, redis_url, env["MINI_N8N_API_KEY"], keys)
+    _print_urls(settings, redis_url, env["MINI_N8N_API_KEY"], key_source, keys)
     while not stopping.wait(POLL_SECONDS):
         dead = stack.exited()
         if dead:
@@ -126,19 +160,82 @@ def _run(stack: Stack, settings: Settings, workflows: str | None, workers: int, 
     return 0
 
 
-def _redis(stack: Stack, settings: Settings, env: dict[str, str]) -> str:
-    if reachable(settings.redis_url):
-        print(f"Redis: using {settings.redis_url}")
-        return settings.redis_url
+def _redis(stack: Stack, settings: Settings, env: dict[str, str], state: LocalState) -> str | None:
+    """The rule: REDIS_URL when set, else our own embedded Redis on its kept port."""
     if os.environ.get("REDIS_URL"):
-        print(f"Redis: nothing answers at {settings.redis_url}; starting an embedded one")
-    port = 6379 if _port_free(6379, "127.0.0.1") else free_port()
+        url = settings.redis_url
+        if not reachable(url):
+            print(
+                f"mini-n8n: cannot reach Redis at {safe_url(url)} (REDIS_URL): start it, or "
+                "unset REDIS_URL to use the embedded one",
+                file=sys.stderr,
+            )
+            return None
+        note = "" if _has_data(url, Keys.from_settings(settings)) else "; no mini-n8n data yet"
+        print(f"Redis: {safe_url(url)} (REDIS_URL{note})")
+        return url
+    data_dir = DATA_DIR.resolve()
+    port = state.embedded_redis_port
+    if port is not None and not _port_free(port, "127.0.0.1"):
+        url = f"redis://127.0.0.1:{port}/0"
+        if _is_ours(url, data_dir):
+            # An earlier `up` here was killed before it could stop it: same data, so use it.
+            stack.adopted_redis = url
+            print(f"Redis: embedded valkey-server at {url}, still running from an earlier run")
+            env["CELERY_BROKER_URL"] = url
+            return url
+        print(
+            f"Redis: port {port} (kept in {STATE_FILE}) is taken by another program; "
+            "the embedded valkey-server moves to a new port"
+        )
+        port = None
+    if port is None:
+        port = free_port()
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    stack.redis = EmbeddedRedis(port=port, data_dir=str(DATA_DIR.resolve())).start()
+    stack.redis = EmbeddedRedis(port=port, data_dir=str(data_dir), die_with_parent=True).start()
+    state.embedded_redis_port = port
     # The broker follows: a CELERY_BROKER_URL pointing elsewhere would not answer either.
     env["CELERY_BROKER_URL"] = stack.redis.url
-    print(f"Redis: embedded valkey-server at {stack.redis.url} (data in {DATA_DIR}/)")
+    print(
+        f"Redis: embedded valkey-server at {stack.redis.url} (data in {DATA_DIR}/, "
+        f"port kept in {STATE_FILE}; set REDIS_URL to use another Redis)"
+    )
     return stack.redis.url
+
+
+def _has_data(url: str, keys: Keys) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        return bool(client.exists(keys.workflows()))
+    finally:
+        client.close()
+
+
+def _is_ours(url: str, data_dir: Path) -> bool:
+    """Whether the Redis at url is an embedded one keeping its data in data_dir."""
+    import redis
+
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=1, socket_timeout=1, decode_responses=True
+    )
+    try:
+        found = str(client.config_get("dir").get("dir") or "")
+        return bool(found) and Path(found).resolve() == data_dir
+    except (redis.RedisError, OSError, ValueError):
+        return False
+    finally:
+        client.close()
+
+
+def _shutdown(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=5)
+    with contextlib.suppress(redis.RedisError, OSError):
+        client.shutdown()  # AOF: nothing is lost
+    client.close()
 
 
 def _workflows_folder(option: str | None) -> Path | None:
@@ -190,34 +287,72 @@ def _wait_ready(base: str, stack: Stack, stopping: threading.Event) -> bool:
     return False
 
 
-def _print_urls(settings: Settings, redis_url: str, api_key: str, keys: Keys) -> None:
+def _print_urls(
+    settings: Settings, redis_url: str, api_key: str, key_source: str, keys: Keys
+) -> None:
     base = f"http://localhost:{settings.port}"
+    cli = cli_command()
     lines = [
         "",
         "mini-n8n is up.",
-        f"  API:     {base}  (REST under /rest, key in MINI_N8N_API_KEY)",
+        f"  API:     {base}  (REST under /rest, key {key_source})",
     ]
-    for name, path, hosted in _chat_webhooks(redis_url, keys):
-        lines.append(f'  Chat "{name}": POST {base}/webhook/{path}')
-        if hosted:
-            lines.append(f"      hosted chat page: {base}/webhook/{path}")
-    lines.append(f"  Editor:  {base}/#key={api_key}")
-    lines += [
-        "",
-        "  Try:     curl -N -H 'Content-Type: application/json' "
-        '-d \'{"sessionId":"a","chatInput":"What is 19 * 23?"}\' <chat URL>',
-        f"  Memory:  REDIS_URL={redis_url} mini-n8n sessions",
-    ]
+    public = []
+    for chat in _chat_webhooks(redis_url, keys):
+        if not chat.public:
+            lines.append(f'  Chat "{chat.name}": not public, its URL answers 404')
+            continue
+        url = f"{base}/webhook/{chat.path}"
+        login = "  (basic auth)" if chat.basic_auth else ""
+        lines.append(f'  Chat "{chat.name}": POST {url}{login}')
+        if chat.hosted:
+            lines.append(f"      hosted chat page: {url}")
+        public.append(url)
+    if api_key:
+        lines.append(f"  Editor:  {base}/#key={api_key}")
+    else:
+        lines.append(f"  Editor:  {base}/")
+    lines.append("")
+    if public:
+        lines += [
+            "  Try:     curl -N -H 'Content-Type: application/json' "
+            f'-d \'{{"sessionId":"a","chatInput":"What is 19 * 23?"}}\' {public[0]}',
+            f"           {cli} chat {public[0]}",
+        ]
+    lines.append(
+        f"  Memory:  {cli} sessions   (from this folder: it finds this Redis in {STATE_FILE})"
+    )
     if keys.memory_prefix:  # with n8n's bare keys a pattern would match every key
         lines.append(
-            f"           redis-cli -u {redis_url} --scan --pattern '{keys.chat_pattern()}'"
+            f"           redis-cli -u {safe_url(redis_url)} --scan --pattern "
+            f"'{keys.chat_pattern()}'"
         )
     lines += ["  Ctrl-C stops everything.", ""]
     print("\n".join(lines), flush=True)
 
 
-def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
-    """(workflow name, path, serves a hosted page) for each active Chat Trigger."""
+def cli_command() -> str:
+    """How to call `mini-n8n` from here: the virtualenv's script, which is rarely on the PATH."""
+    script = Path(sys.executable).parent / "mini-n8n"
+    if not script.exists():
+        return "mini-n8n"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
+@dataclass(frozen=True)
+class ChatUrl:
+    name: str
+    path: str
+    public: bool  # false: the URL answers 404
+    hosted: bool  # GET serves the hosted chat page
+    basic_auth: bool
+
+
+def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
+    """Each active Chat Trigger's URL, and whether it answers."""
     import redis
 
     from core.workflow_store import WorkflowStore
@@ -240,7 +375,16 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[tuple[str, str, bool]]:
                 node = workflow.nodes[node_name]
                 if node.type != ChatTrigger.type or spec.method != "POST":
                     continue
-                found.append((workflow.name, spec.path, chat_settings(node).hosted_page))
+                chat = chat_settings(node)
+                found.append(
+                    ChatUrl(
+                        name=workflow.name,
+                        path=spec.path,
+                        public=chat.public,
+                        hosted=chat.hosted_page,
+                        basic_auth=chat.authentication == "basicAuth",
+                    )
+                )
     finally:
         client.close()
     return found
@@ -268,10 +412,3 @@ def _signal(process: subprocess.Popen, signum: int) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signum)
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM if `up` itself is killed, so nothing is left behind (Linux)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

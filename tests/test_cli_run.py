@@ -7,17 +7,21 @@ import os
 import subprocess
 import sys
 
-from tests.workflows import EXAMPLES, REDIS_CHAT
+from tests.workflows import EXAMPLES, REDIS_CHAT, SIMPLE_CHAT
 
 
-def run_cli(redis_url: str, keys, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REDIS_URL": redis_url, "MINI_N8N_KEY_PREFIX": keys.prefix}
+def run_cli(redis_url: str | None, keys, *args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MINI_N8N_KEY_PREFIX": keys.prefix}
+    env.pop("REDIS_URL", None)
+    if redis_url is not None:
+        env["REDIS_URL"] = redis_url
     return subprocess.run(
         [sys.executable, "-m", "mini_n8n.cli", *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
+        cwd=cwd,
     )
 
 
@@ -32,6 +36,34 @@ def test_run_prints_chunks_then_the_output(redis_url, keys, redis_client):
     assert text == "Based on the tools: Calculator returned 437."
     assert output == {"output": text}
     assert redis_client.llen(keys.chat("cli")) == 2  # the turn is in Redis memory
+    assert done.stderr == f"Redis: {redis_url} (REDIS_URL)\n"
+
+
+def test_without_redis_url_or_a_deployment_here_run_uses_no_redis_and_says_so(keys, tmp_path):
+    """Never a Redis that merely answers on 6379: a Redis memory fails, saying why."""
+    message = json.dumps({"sessionId": "cli", "chatInput": "What is 19 * 23?"})
+    done = run_cli(None, keys, "run", str(EXAMPLES / REDIS_CHAT), "--input", message, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Redis: none (no Redis to use: REDIS_URL is not set")
+    assert "no Redis connection is configured" in done.stderr
+    assert "Traceback" not in done.stderr
+    simple = run_cli(
+        None, keys, "run", str(EXAMPLES / SIMPLE_CHAT), "--input", message, cwd=tmp_path
+    )
+    assert simple.returncode == 0, simple.stderr  # Simple Memory needs no Redis
+
+
+def test_run_does_not_write_into_a_state_files_redis_without_mini_n8n_data(
+    redis_url, keys, redis_client, tmp_path
+):
+    state = {"version": 1, "redis_url": redis_url, "key_prefix": keys.prefix}
+    (tmp_path / ".mini-n8n").mkdir()
+    (tmp_path / ".mini-n8n" / "state.json").write_text(json.dumps(state))
+    message = json.dumps({"sessionId": "stray", "chatInput": "What is 19 * 23?"})
+    done = run_cli(None, keys, "run", str(EXAMPLES / REDIS_CHAT), "--input", message, cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"mini-n8n: no mini-n8n data in {redis_url}" in done.stderr
+    assert not redis_client.exists(keys.chat("stray"))
 
 
 def test_run_rejects_bad_input_json(redis_url, keys):

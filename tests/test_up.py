@@ -1,19 +1,27 @@
 """`mini-n8n up` (what `make up` runs) on a machine with no Redis: an embedded one, the api, a
-worker and the bundled examples; a chat answers; Ctrl-C stops everything it started."""
+worker and the bundled examples; a chat answers; Ctrl-C stops everything it started. Run again in
+the same folder it keeps its Redis port and api key (./.mini-n8n/state.json), and the other
+commands find that Redis there."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import socket
+import subprocess
 import sys
+
+import httpx
 
 from mini_n8n.redis_server import free_port
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Process
+from tests.workflows import REDIS_CHAT, example, node
 
 CHAT = "/webhook/0c8e6a52-3f5b-4d0e-8a9c-7b1d2e3f4a51/chat"
+PRIVATE_CHAT = "/webhook/5e1f0c4a-0000-4000-8000-00000000cafe/chat"
 
 
 def listening(port: int) -> bool:
@@ -21,27 +29,107 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def up_env(port: int) -> dict[str, str]:
+    env = {**os.environ, "PORT": str(port), "PYTHONUNBUFFERED": "1"}
+    for name in ("REDIS_URL", "CELERY_BROKER_URL", "MINI_N8N_WORKFLOWS_DIR", "MINI_N8N_API_KEY"):
+        env.pop(name, None)  # as on a fresh machine: up picks its own embedded Redis
+    env.pop("MINI_N8N_KEY_PREFIX", None)
+    return env
+
+
+def start_up(tmp_path, port: int) -> Process:
+    up = Process("up", [sys.executable, "-m", "mini_n8n.cli", "up"], up_env(port), cwd=tmp_path)
+    up.wait_for_line("mini-n8n is up.", timeout=60)
+    return up
+
+
+def everything(up: Process) -> str:
+    return "".join(up.lines)
+
+
+def stop_up(up: Process) -> None:
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(40) == 0
+
+
+def cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """Another `mini-n8n` command in up's folder, REDIS_URL unset, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "mini_n8n.cli", *args],
+        cwd=tmp_path,
+        env=up_env(free_port()),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_up_runs_everything_and_ctrl_c_stops_it(tmp_path):
     port = free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",  # nothing there: embedded Redis
-        "PORT": str(port),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("MINI_N8N_WORKFLOWS_DIR", None)
-    up = Process("up", [sys.executable, "-m", "mini_n8n.cli", "up"], env, cwd=tmp_path)
+    up = start_up(tmp_path, port)
     try:
-        up.wait_for_line("mini-n8n is up.", timeout=60)
-        output = up.output()
+        output = everything(up)
         redis_port = int(re.search(r"embedded valkey-server at redis://127.0.0.1:(\d+)", output)[1])
         assert f"http://localhost:{port}{CHAT}" in output
         assert "Editor:  http://localhost:" in output and "#key=" in output
         reply = stream_chat(f"http://127.0.0.1:{port}{CHAT}", "What is 19 * 23?", "up-1")
         assert reply.text() == "Based on the tools: Calculator returned 437."
         assert (tmp_path / ".mini-n8n" / "redis").is_dir()  # AOF data kept by the embedded Redis
-        up.proc.send_signal(signal.SIGINT)
-        assert up.proc.wait(40) == 0
+        stop_up(up)
         assert not listening(port) and not listening(redis_port)
+    finally:
+        up.stop(signal.SIGKILL)
+
+
+def test_up_twice_keeps_its_redis_and_key_and_the_cli_finds_them(tmp_path):
+    """Also: only chats that answer are listed; `sessions` with REDIS_URL unset reads up's Redis
+    through the state file, and an unknown session is an error that says where it looked."""
+    private = example(REDIS_CHAT)
+    private["id"], private["name"] = "privateChat01", "Private chat"
+    trigger = node(private, "When chat message received")
+    trigger["parameters"]["public"] = False
+    trigger["webhookId"] = PRIVATE_CHAT.split("/")[2]
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "chat.json").write_text(json.dumps(example(REDIS_CHAT)))
+    (tmp_path / "workflows" / "private.json").write_text(json.dumps(private))
+
+    port = free_port()
+    up = start_up(tmp_path, port)
+    try:
+        first = everything(up)
+        state = json.loads((tmp_path / ".mini-n8n" / "state.json").read_text())
+        redis_url, key = state["redis_url"], state["api_key"]
+        assert f"embedded valkey-server at {redis_url}" in first
+        assert f"#key={key}" in first
+        assert f"POST http://localhost:{port}{CHAT}" in first
+        assert PRIVATE_CHAT not in first  # a non-public chat answers 404: no URL for it
+        assert 'Chat "Private chat": not public' in first
+        assert httpx.post(f"http://127.0.0.1:{port}{PRIVATE_CHAT}", json={}).status_code == 404
+        reply = stream_chat(f"http://127.0.0.1:{port}{CHAT}", "What is 19 * 23?", "kept")
+        assert reply.text() == "Based on the tools: Calculator returned 437."
+        stop_up(up)
+
+        up = start_up(tmp_path, port)
+        second = everything(up)
+        assert f"embedded valkey-server at {redis_url}" in second  # the same port
+        assert f"#key={key}" in second  # the same key: the editor tab of the last run works
+        rest = httpx.get(
+            f"http://127.0.0.1:{port}/rest/workflows", headers={"X-N8N-API-KEY": key}, timeout=10
+        )
+        assert rest.status_code == 200, rest.text
+
+        listed = cli(tmp_path, "sessions")
+        assert (listed.returncode, listed.stdout) == (0, "kept\n"), listed.stderr
+        assert (
+            listed.stderr
+            == f"Redis: {redis_url} (the local deployment's, from .mini-n8n/state.json)\n"
+        )
+        shown = cli(tmp_path, "sessions", "show", "kept")
+        assert shown.stdout.startswith("human: What is 19 * 23?\n"), shown.stderr
+        missing = cli(tmp_path, "sessions", "show", "nope")
+        assert missing.returncode == 1 and missing.stdout == ""
+        assert f"mini-n8n: no session nope in {redis_url}" in missing.stderr
+        assert "Traceback" not in missing.stderr
+        stop_up(up)
     finally:
         up.stop(signal.SIGKILL)

@@ -12,9 +12,11 @@ here, and only a process that sends or runs tasks needs Celery.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
+from core import logs
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,7 +55,10 @@ def create_celery(settings: Settings | None = None) -> Celery:
     # the app (and runtime) that defined it first.
     @app.task(name=TASK_NAME, shared=False)
     def run_execution(payload: dict) -> str:
-        return runtime(app).run(payload)
+        # The task id is the execution id (api/launcher.py); the record says so too, and is
+        # what an older message without that id carries.
+        with logs.execution((payload.get("record") or {}).get("id")):
+            return runtime(app).run(payload)
 
     return app
 
@@ -65,8 +70,9 @@ def connect_worker_signals(app: Celery) -> None:
 
     def ready(**_):
         # Start the runtime's background threads now, not lazily: they renew leases, reap
-        # executions of lost workers, and watch over this worker's own shutdown.
+        # executions of lost workers, and watch over this worker's own shutdown. Then /metrics.
         runtime(app).start_background()
+        runtime(app).serve_metrics()
 
     def shutting_down(**_):
         # Runs inside a signal handler: only set deadlines, the background thread acts on them.
@@ -81,6 +87,30 @@ def connect_worker_signals(app: Celery) -> None:
     signals.worker_ready.connect(ready, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
+
+
+def connect_worker_logging(settings: Settings) -> None:
+    """Our logging in place of Celery's (core/logs.py), from now on (Celery warns before its
+    worker starts) and when the worker sets up logging: a `setup_logging` receiver makes Celery
+    leave the root logger, its task loggers and stdout alone. Only the worker calls this."""
+    from celery import signals
+
+    def setup(loglevel=None, **_):
+        logs.configure(settings.log_format, loglevel or logs.env_level(), [CeleryTaskIds()])
+
+    setup()
+    signals.setup_logging.connect(setup, weak=False)
+
+
+class CeleryTaskIds(logging.Filter):
+    """Celery's own lines about a task ("received", "succeeded", a failure) are written outside
+    the task, where no execution is current; they carry the task id, which is the execution's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        data = getattr(record, "data", None)
+        if getattr(record, "execution_id", None) is None and isinstance(data, dict):
+            record.execution_id = data.get("id")
+        return True
 
 
 def runtime(app: Celery) -> WorkerRuntime:

@@ -26,6 +26,7 @@ from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.run_data import Run
 from engine.services import Services
+from worker.metrics import Claim, WorkerMetrics
 from worker.push import PushHooks
 from worker.stops import Stops
 from worker.workflow_cache import WorkflowCache
@@ -49,6 +50,7 @@ class ExecutionRunner:
         stops: Stops,
         *,
         engine: Callable[..., Run] = run_workflow,
+        metrics: WorkerMetrics | None = None,
     ):
         self.store = store
         self.keys = store.keys
@@ -56,6 +58,7 @@ class ExecutionRunner:
         self.services = services
         self.stops = stops
         self.engine = engine
+        self.metrics = metrics or WorkerMetrics()
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.timeout_seconds = settings.execution_timeout_seconds
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
@@ -77,10 +80,14 @@ class ExecutionRunner:
         try:
             if not self.store.transition(started, {Status.NEW}, lease_ms=self.lease_ms):
                 return "dropped"  # stopped, or lost and marked crashed, before it could start
-            if self.store.stop_requested(execution_id):
-                cancel.set()
-            run = self._execute(payload, started, cancel)
-            self._finish(payload, started, run)
+            claim = self.metrics.claimed(started)
+            try:
+                if self.store.stop_requested(execution_id):
+                    cancel.set()
+                run = self._execute(payload, started, cancel)
+                self._finish(payload, started, run, claim)
+            finally:
+                claim.close()
             return run.status
         finally:
             self.stops.remove(execution_id)
@@ -143,7 +150,11 @@ class ExecutionRunner:
             PushHooks(self.outbox, self.keys.push(payload["pushRef"]), record).attach(hooks)
         return hooks
 
-    def _finish(self, payload: dict[str, Any], record: dict[str, Any], run: Run) -> None:
+    def _finish(
+        self, payload: dict[str, Any], record: dict[str, Any], run: Run, claim: Claim
+    ) -> None:
+        """Record the outcome, count it (crashed when a reaper marked the execution lost first,
+        or when Redis never took it), then publish it."""
         final = {
             **record,
             "status": run.status,
@@ -153,7 +164,8 @@ class ExecutionRunner:
             "lastNodeExecuted": run.last_node,
             **_bounded_run_data(run.run_data),
         }
-        self._record_outcome(final)
+        recorded = self._record_outcome(final)
+        claim.ended(run.status if recorded else Status.CRASHED)
         result = {
             "status": run.status,
             "error": run.error,
@@ -166,7 +178,7 @@ class ExecutionRunner:
             finished = {"executionId": record["id"], "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
 
-    def _record_outcome(self, final: dict[str, Any]) -> None:
+    def _record_outcome(self, final: dict[str, Any]) -> bool:
         """Write the finished record. While Redis is unreachable, keep trying for a while: a
         reaper that saw the lease run out meanwhile has marked the execution crashed ("worker
         lost"), and this worker, which did not get lost, then replaces that with what happened."""
@@ -176,11 +188,12 @@ class ExecutionRunner:
             try:
                 if not self.store.transition(final, allowed):
                     log.warning("execution %s was marked lost before it finished", final["id"])
-                return
+                    return False
+                return True
             except redis.RedisError as err:
                 if time.monotonic() + delay > deadline:
                     log.error("execution %s: outcome not recorded, Redis: %s", final["id"], err)
-                    return
+                    return False
                 log.warning("execution %s: Redis unreachable, retrying: %s", final["id"], err)
                 allowed = {Status.RUNNING, Status.CRASHED}
                 time.sleep(delay)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import redis
 
@@ -20,6 +21,7 @@ from memory.window import InProcessMemory
 from worker import greenlets
 from worker.execution_run import ExecutionRunner
 from worker.leases import Leases
+from worker.metrics import WorkerMetrics
 from worker.publisher import Outbox
 from worker.stops import Stops
 
@@ -39,12 +41,17 @@ class WorkerRuntime:
         self.client = client or redis.Redis(connection_pool=_pool(settings))
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
         self.outbox = outbox or Outbox(self.client)
+        self.metrics = WorkerMetrics()
         self.services = _services(self.client, self.keys)
+        self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.stops = Stops(settings.redis_url, self.keys.stop_channel())
         self.leases = Leases(settings, self.store, self.stops, self.outbox)
-        self.runner = ExecutionRunner(settings, self.store, self.outbox, self.services, self.stops)
+        self.runner = ExecutionRunner(
+            settings, self.store, self.outbox, self.services, self.stops, metrics=self.metrics
+        )
+        self._metrics_server: WSGIServer | None = None
 
     def run(self, payload: dict[str, Any]) -> str:
         # Started lazily too: in regular mode nothing calls start_background.
@@ -56,6 +63,17 @@ class WorkerRuntime:
         self.leases.start()
         self.stops.start()
 
+    def serve_metrics(self) -> None:
+        """Serve this worker's /metrics on MINI_N8N_WORKER_METRICS_PORT, if set (the Celery
+        worker, once ready; never the api's runtime in regular mode, whose processes would
+        contend for the one port)."""
+        port = self.settings.worker_metrics_port
+        if port and self._metrics_server is None:
+            try:
+                self._metrics_server = self.metrics.serve(port)
+            except OSError as err:  # taken by another worker: executions matter more than metrics
+                log.error("metrics not served on port %d: %s", port, err)
+
     def stop_all_after(self, grace_seconds: float) -> None:
         self.leases.stop_all_after(grace_seconds)
 
@@ -63,6 +81,9 @@ class WorkerRuntime:
         """Stop the background threads (leases, stop listener) once no execution runs."""
         self.leases.close()
         self.stops.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
 
 
 def _services(client: redis.Redis, keys: Keys) -> Services:

@@ -10,7 +10,7 @@ Every model, tool and memory call is recorded as a run of that sub-node.
 from __future__ import annotations
 
 from engine.errors import NodeExecutionError
-from engine.llm import ChatModel, Tool
+from engine.llm import ChatModel, TokenCallback, Tool
 from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType, SubInput
 from engine.registry import register
 from engine.workflow import Node
@@ -113,7 +113,7 @@ class _AgentTurn:
                 self.model_node,
                 "ai_languageModel",
                 {"messages": [m.to_stored() for m in messages], "tools": [t.name for t in tools]},
-                lambda: model.invoke(messages, tools, on_token, ctx.cancel),
+                lambda: self._invoke(model, messages, tools, on_token),
                 lambda r: {"response": r.to_stored()["data"]},
             )
             messages.append(reply)
@@ -124,6 +124,33 @@ class _AgentTurn:
         raise NodeExecutionError(
             "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
         )
+
+    def _invoke(
+        self,
+        model: ChatModel,
+        messages: list[ChatMessage],
+        tools: list[Tool],
+        on_token: TokenCallback | None,
+    ) -> ChatMessage:
+        """One model call, reported to `services.on_model_call` with its tokens when given."""
+        report = self.ctx.services.on_model_call
+        if report is None:
+            return model.invoke(messages, tools, on_token, self.ctx.cancel)
+        tokens = 0
+
+        def counted(token: str) -> None:
+            nonlocal tokens
+            tokens += 1
+            if on_token is not None:
+                on_token(token)
+
+        try:
+            reply = model.invoke(messages, tools, counted if on_token else None, self.ctx.cancel)
+        except Exception:
+            report("error", tokens)
+            raise
+        report("success", tokens)
+        return reply
 
     def _call_tool(self, call: ToolCall) -> str:
         found = self.tools.get(call.name)

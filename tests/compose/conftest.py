@@ -1,5 +1,14 @@
 """The compose deployment, run for real (podman + docker-compose). The tests are marked
-`compose`: `pytest tests/compose` runs only them, `pytest -m "not compose"` leaves them out."""
+`compose`: `pytest tests/compose` runs only them, `pytest -m "not compose"` leaves them out.
+
+Building (with a cold cache debootstrap and wheel downloads, then always `docker-compose build`
+from an empty image store) is a step of its own, not part of any test. pytest_runtest_protocol
+below runs it once, right before the first test that uses the `deployment` fixture, with its own
+deadline (harness.BUILD_SECONDS, 15 min; MINI_N8N_COMPOSE_BUILD_SECONDS changes it). It wraps
+pytest-timeout's own hook from outside (tryfirst), so the per-test bound (pyproject: 120 s) is
+not running yet and can neither count the build nor kill it midway. The tests then find the
+deployment built, or skip with the reason it cannot be built here, or fail with the reason its
+build failed."""
 
 from __future__ import annotations
 
@@ -8,13 +17,61 @@ import time
 
 import pytest
 
-from tests.compose.harness import Deployment, unavailable_reason
+from tests.compose.harness import BUILD_SECONDS, build_deployment, unavailable_reason
+
+BUILD = pytest.StashKey[dict]()
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "compose: runs the docker-compose deployment in real containers (podman)"
     )
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if "deployment" in getattr(item, "fixturenames", ()) and BUILD not in item.config.stash:
+        item.config.stash[BUILD] = build_step(item.config)
+    return (yield)
+
+
+def build_step(config) -> dict:
+    """{"deployment": built} or {"skip": why not here} or {"error": why the build failed}."""
+    reason = unavailable_reason()
+    if reason:
+        return {"skip": reason}
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"compose build step: {line}")
+
+    say(f"building the deployment (deadline {BUILD_SECONDS:.0f} s, outside the tests' timeouts)")
+    started = time.monotonic()
+    try:
+        d = build_deployment(BUILD_SECONDS, say)
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+        say(f"failed after {time.monotonic() - started:.0f} s: {error.splitlines()[0]}")
+        return {"error": error}
+    say(f"done in {time.monotonic() - started:.1f} s")
+    return {"deployment": d}
+
+
+def pytest_sessionfinish(session):
+    """In case the fixture never tore it down (interrupted between the build and the tests)."""
+    close(session.config.stash.get(BUILD, {}))
+
+
+def close(state: dict) -> None:
+    d = state.pop("deployment", None)
+    if d is None:
+        return
+    state["error"] = "the deployment was torn down after the tests of its module"
+    if os.environ.get("MINI_N8N_COMPOSE_KEEP"):  # debugging: leave it all running
+        print(f"\nkept: DOCKER_HOST={d.env['DOCKER_HOST']} in {d.run_dir}")
+    else:
+        d.close()
 
 
 @pytest.fixture(scope="session")
@@ -25,21 +82,16 @@ def compose_cli():
 
 
 @pytest.fixture(scope="module")
-def deployment():
-    """A private podman engine with the base images imported and the build context staged;
-    nothing built yet. Torn down (containers, images, volumes, storage) at the end."""
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    started = time.monotonic()
-    Deployment.clean_stale_runs()
-    d = Deployment()
-    d.started = started
-    try:
-        d.start_engine()
-        yield d
-    finally:
-        if os.environ.get("MINI_N8N_COMPOSE_KEEP"):  # debugging: leave it all running
-            print(f"\nkept: DOCKER_HOST={d.env['DOCKER_HOST']} in {d.run_dir}")
-        else:
-            d.close()
+def deployment(request):
+    """The deployment the build step made: a private podman engine with the images built from
+    an empty image store, nothing started yet. Torn down (containers, images, volumes, storage)
+    after the module's tests, so it does not run on through the rest of the suite."""
+    state = request.config.stash.get(BUILD, None)
+    if state is None:
+        pytest.fail("the compose build step did not run (pytest_runtest_protocol in conftest.py)")
+    if "skip" in state:
+        pytest.skip(state["skip"])
+    if "error" in state:
+        pytest.fail(f"the compose build step failed:\n{state['error']}", pytrace=False)
+    yield state["deployment"]
+    close(state)

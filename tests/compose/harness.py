@@ -12,14 +12,25 @@ Everything specific to this kind of machine lives here, never in the Dockerfile 
   systemd here, so without it `depends_on: condition: service_healthy` would wait forever.
 
 The debootstrap tarball and the dependency wheels are cached between runs (not images: the image
-store is empty at the start of every run).
+store is empty at the start of every run). Each cached artifact is built in a `building-*` folder
+of the cache, under an exclusive lock, and renamed into place only when complete: a run that is
+killed midway (even during debootstrap, with /proc mounted in its chroot) leaves no artifact a
+later run would trust, and the next run that takes the lock ends what still runs there, unmounts
+what is mounted there and removes it.
+
+Building (cache, engine, base images, `docker-compose build`) is one step with a deadline of its
+own (BUILD_SECONDS): the compose tests' conftest runs it before the first test, outside every
+test's timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,8 +45,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 COMPOSE_FILES = (ROOT / "docker-compose.yml", HERE / "docker-compose.test.yml")
-TOOLS = ("podman", "runc", "debootstrap", "docker-compose")
+TOOLS = ("podman", "runc", "debootstrap", "docker-compose", "catatonit")
 WORKDIR = Path(os.environ.get("MINI_N8N_COMPOSE_WORKDIR", "/var/tmp/mini-n8n-compose"))
+CACHE = WORKDIR / "cache"
+# The whole build step: a cold cache (debootstrap, wheels) on a busy machine plus the images.
+BUILD_SECONDS = float(os.environ.get("MINI_N8N_COMPOSE_BUILD_SECONDS", "900"))
 # passwd: useradd for the image's non-root user; redis-server (with redis-cli) for the redis image.
 BASE_PACKAGES = ("python3", "python3-venv", "passwd", "ca-certificates", "redis-server")
 CONTAINERS_CONF = """\
@@ -49,11 +63,33 @@ CONTEXT_IGNORE = shutil.ignore_patterns(
     ".ruff_cache", "node_modules", "build", "dist", "wheels",
 )  # fmt: skip
 AARDVARK_DIR = Path("/run/containers/networks/aardvark-dns")
-NICE = ["nice", "-n", "10"]  # the machine's two cores are shared with other test runs
+# The machine's two cores are shared with other test runs: the cache's builds run niced. The
+# podman engine does not, since its containers inherit its niceness: a deployment starved below
+# the machine's other work would measure the machine, not the product (a worker whose lease
+# thread cannot run for the lease's 2 s is declared lost).
+NICE = ["nice", "-n", "10"]
 
 
 class Unavailable(Exception):
     """No container engine here, and none can be installed: the tests skip with this reason."""
+
+
+class BuildTimeout(Exception):
+    """The build step ran out of its deadline."""
+
+
+class Deadline:
+    """One bound for a whole step; each command in it gets what is left (or less)."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds, self.what = seconds, what
+        self.end = time.monotonic() + seconds
+
+    def left(self, cap: float | None = None) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise BuildTimeout(f"{self.what}: not done within its deadline of {self.seconds:.0f} s")
+        return left if cap is None else min(cap, left)
 
 
 def unavailable_reason(tools: tuple[str, ...] = TOOLS) -> str | None:
@@ -82,13 +118,41 @@ def compose_command(*args: str) -> list[str]:
     return ["docker-compose", *files, *args]
 
 
+def build_deployment(seconds: float = BUILD_SECONDS, say=print) -> Deployment:
+    """The build step: cached base rootfs and wheels (made when missing), then a new deployment
+    with its engine started, base images imported, context staged and `docker-compose build`
+    done; all of it within `seconds`. `say` gets a line per stage, with its time."""
+    deadline = Deadline(seconds, "the compose build step")
+    Deployment.clean_stale_runs()
+    rootfs, wheels = prepare_cache(CACHE, deadline, say)
+    d = Deployment()
+    try:
+        d.build(rootfs, wheels, deadline, say)
+    except BaseException:
+        d.close()
+        raise
+    return d
+
+
+def _stage(say, what: str):
+    """A context that reports how long `what` took."""
+
+    @contextlib.contextmanager
+    def timed():
+        started = time.monotonic()
+        yield
+        say(f"{what}: {time.monotonic() - started:.1f} s")
+
+    return timed()
+
+
 class Deployment:
     """One compose project on a private podman: engine, images, compose commands, teardown."""
 
     def __init__(self, run_dir: Path | None = None) -> None:
         """A new run, or (run_dir) an earlier one to clean up."""
         WORKDIR.mkdir(parents=True, exist_ok=True)
-        self.cache = WORKDIR / "cache"
+        self.cache = CACHE
         self.cache.mkdir(exist_ok=True)
         if run_dir is None:
             self.run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=WORKDIR))
@@ -102,7 +166,10 @@ class Deployment:
         tag = _host_codename()
         self.base_image = f"localhost/mini-n8n-test-python:{tag}"
         self.redis_image = f"localhost/mini-n8n-test-redis:{tag}"
+        self.app_image = f"localhost/{self.project}-mini-n8n:latest"
         self.env = self._environment()
+        self.started: float | None = None  # when the engine was started (build step)
+        self.images_before_build: list[str] | None = None
         self._service: subprocess.Popen | None = None
         self._health: HealthChecks | None = None
 
@@ -128,7 +195,7 @@ class Deployment:
             COMPOSE_PROJECT_NAME=self.project,
             COMPOSE_HTTP_TIMEOUT="300",
             PORT=str(self.port),
-            MINI_N8N_IMAGE=f"localhost/{self.project}-mini-n8n:latest",
+            MINI_N8N_IMAGE=self.app_image,
             MINI_N8N_TEST_CONTEXT=str(self.run_dir / "context"),
             MINI_N8N_TEST_BASE_IMAGE=self.base_image,
             MINI_N8N_TEST_REDIS_IMAGE=self.redis_image,
@@ -136,11 +203,25 @@ class Deployment:
         env.pop("MINI_N8N_API_KEY", None)
         return env
 
+    # --- build --------------------------------------------------------------------------
+    def build(self, rootfs: Path, wheels: Path, deadline: Deadline, say=print) -> None:
+        """From an empty image store to built images, within the deadline."""
+        self.started = time.monotonic()
+        with _stage(say, "podman engine started"):
+            self.start_engine(timeout=deadline.left(60))
+        self.images_before_build = self.images()
+        with _stage(say, "base images imported"):
+            self.prepare_base_images(rootfs, deadline)
+        with _stage(say, "build context staged"):
+            self.prepare_context(wheels)
+        with _stage(say, "docker-compose build"):
+            self.compose("build", timeout=deadline.left())
+
     # --- engine ---------------------------------------------------------------------------
-    def start_engine(self, timeout: float = 30.0) -> None:
+    def start_engine(self, timeout: float = 60.0) -> None:
         log = open(self.run_dir / "podman-service.log", "wb")  # noqa: SIM115 (lives with the service)
         self._service = subprocess.Popen(
-            [*NICE, "podman", "system", "service", "--time=0", f"unix://{self.socket}"],
+            ["podman", "system", "service", "--time=0", f"unix://{self.socket}"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -166,20 +247,21 @@ class Deployment:
         return [line for line in out.splitlines() if line.strip()]
 
     # --- images and build context -------------------------------------------------------
-    def prepare_base_images(self) -> None:
-        rootfs = base_rootfs(self.cache)
+    def prepare_base_images(self, rootfs: Path, deadline: Deadline) -> None:
         for image, cmd in (
             (self.base_image, '["/bin/bash"]'),
             (self.redis_image, '["redis-server"]'),
         ):
-            with open(rootfs, "rb") as tar:
-                self.podman("import", "--change", f"CMD {cmd}", "-", image, stdin=tar, timeout=180)
+            with open(rootfs / "rootfs.tar", "rb") as tar:
+                self.podman(
+                    "import", "--change", f"CMD {cmd}", "-", image,
+                    stdin=tar, timeout=deadline.left(300),
+                )  # fmt: skip
 
-    def prepare_context(self) -> None:
+    def prepare_context(self, wheels: Path) -> None:
         """The repository as a build context, plus wheels/ for `pip install --no-index`."""
         context = self.run_dir / "context"
         shutil.copytree(ROOT, context, ignore=CONTEXT_IGNORE)
-        wheels = dependency_wheels(self.cache, image_python_version(self.cache))
         shutil.copytree(wheels, context / "wheels", copy_function=os.link)
 
     # --- teardown -------------------------------------------------------------------------
@@ -196,8 +278,7 @@ class Deployment:
             self._stop_engine,
             lambda: self.podman("network", "rm", "--force", f"{self.project}_default", check=False),
             lambda: _forget_dns(f"{self.project}_default"),
-            lambda: _unmount_below(self.run_dir),
-            lambda: shutil.rmtree(self.run_dir),
+            lambda: _remove_tree(self.run_dir),
         ]
         for step in steps:
             try:
@@ -232,8 +313,10 @@ class Deployment:
             try:
                 stale = cls(run_dir)
             except (OSError, ValueError, KeyError):
-                _unmount_below(run_dir)
-                shutil.rmtree(run_dir, ignore_errors=True)
+                try:
+                    _remove_tree(run_dir)
+                except (OSError, RuntimeError) as err:
+                    print(f"compose harness: cannot remove {run_dir}: {err}", file=sys.stderr)
                 continue
             if not _alive(stale.owner):
                 stale.close()
@@ -254,33 +337,114 @@ class HealthChecks(threading.Thread):
         self.join(10)
 
     def run(self) -> None:
+        while not self._halt.wait(1.0):
+            try:
+                self._check()
+            except Exception as err:  # a slow or failing podman call: try again next round
+                print(f"compose harness healthchecks: {err}", file=sys.stderr)
+
+    def _check(self) -> None:
         d = self.deployment
         label = f"label=com.docker.compose.project={d.project}"
-        while not self._halt.wait(1.0):
-            listing = d.podman(
-                "ps", "--filter", label, "--format", "{{.ID}} {{.Status}}", check=False
-            )
-            for line in listing.stdout.splitlines():
-                container, _, status = line.partition(" ")
-                every = 10.0 if "(healthy)" in status else 1.0
-                if time.monotonic() - self._last.get(container, 0.0) >= every:
-                    self._last[container] = time.monotonic()
-                    d.podman("healthcheck", "run", container, check=False, timeout=30)
+        listing = d.podman("ps", "--filter", label, "--format", "{{.ID}} {{.Status}}", check=False)
+        for line in listing.stdout.splitlines():
+            container, _, status = line.partition(" ")
+            every = 10.0 if "(healthy)" in status else 1.0
+            if time.monotonic() - self._last.get(container, 0.0) >= every:
+                self._last[container] = time.monotonic()
+                d.podman("healthcheck", "run", container, check=False, timeout=60)
 
 
-def base_rootfs(cache: Path) -> Path:
-    """A minimal Debian of the host's release with Python and redis-server, as a tarball."""
+# --- the cache ----------------------------------------------------------------------------
+def prepare_cache(cache: Path, deadline: Deadline, say=print) -> tuple[Path, Path]:
+    """The cached base rootfs and dependency wheels, built when missing. Under the cache's lock:
+    a concurrent run waits for this one's build (within its own deadline) instead of doing it
+    twice, and whatever it finds in `building-*` folders was left by a run that died."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with _stage(say, f"cache ready in {cache}"), _cache_lock(cache, deadline):
+        _clear_abandoned(cache, say)
+        rootfs = base_rootfs(cache, deadline, say)
+        version = (rootfs / "python-version").read_text().strip()
+        wheels = dependency_wheels(cache, version, deadline, say)
+    return rootfs, wheels
+
+
+@contextlib.contextmanager
+def _cache_lock(cache: Path, deadline: Deadline):
+    """flock: released by the kernel when its holder dies, however it dies."""
+    fd = os.open(cache / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                deadline.left()  # raises once the deadline has passed
+                time.sleep(1.0)  # another run is building the cache
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _building(cache: Path, what: str):
+    """A folder to build `what` in; removed afterwards whatever happened. The caller renames a
+    complete artifact out of it into the cache before it goes."""
+    work = Path(tempfile.mkdtemp(prefix=f"building-{what}-", dir=cache))
+    try:
+        yield work
+    finally:
+        try:
+            _discard(work)
+        except Exception as err:  # the next run takes it over; never hide the build's own error
+            print(f"compose harness: cannot remove {work}: {err}", file=sys.stderr)
+
+
+def _clear_abandoned(cache: Path, say=print) -> None:
+    """With the cache's lock held: remove what builds of runs that died left behind."""
+    for entry in sorted(cache.iterdir()):
+        name = entry.name
+        if name.startswith("building-"):
+            _discard(entry, say)  # nobody builds there: we hold the lock
+        # Left by earlier versions of this harness, which built without a lock: a TemporaryDirectory
+        # (tmp*) with debootstrap's rootfs in it, partial files, and the old tarball layout.
+        elif name.startswith("tmp") and entry.is_dir():
+            if not _processes_in(entry):  # one still running there may belong to a live run
+                _discard(entry, say)
+        elif entry.is_file() and re.fullmatch(r"rootfs-.*\.(tar|python|partial)", name):
+            entry.unlink()
+        elif name.endswith(".partial") and entry.is_dir():
+            _discard(entry, say)
+
+
+def _discard(path: Path, say=None) -> None:
+    """End what still runs in an abandoned build folder, unmount what is mounted in it (a killed
+    debootstrap leaves /proc, /sys, /dev/pts... mounted in its chroot), then remove it."""
+    killed, mounts = _kill_processes_in(path), _mounts_below(path)
+    _remove_tree(path)
+    if say is not None:
+        say(
+            f"removed an abandoned build, {path.name}: {len(killed)} processes ended, "
+            f"{len(mounts)} mounts unmounted ({', '.join(m[len(str(path)) :] for m in mounts)})"
+        )
+
+
+def base_rootfs(cache: Path, deadline: Deadline, say=print) -> Path:
+    """A minimal Debian of the host's release with Python and redis-server: a folder with
+    rootfs.tar and python-version (the image's Python), renamed into place when complete."""
     codename = _host_codename()
     key = hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:12]
-    tarball = cache / f"rootfs-{codename}-{key}.tar"
-    if tarball.exists():
-        return tarball
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        rootfs = Path(tmp) / "rootfs"
+    done = cache / f"rootfs-{codename}-{key}"
+    if (done / "rootfs.tar").is_file() and (done / "python-version").is_file():
+        return done
+    say(f"building the base rootfs with debootstrap in {cache}/building-rootfs-*")
+    with _stage(say, "base rootfs built"), _building(cache, "rootfs") as work:
+        rootfs, out = work / "rootfs", work / "out"
+        out.mkdir()
         _run(
             [*NICE, "debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
              codename, str(rootfs), _apt_mirror(codename)],
-            None, 900, True,
+            None, deadline.left(), True,
         )  # fmt: skip
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for path in (rootfs / junk).glob("*"):
@@ -288,37 +452,40 @@ def base_rootfs(cache: Path) -> Path:
                     path.unlink()
         version = _run(
             ["chroot", str(rootfs), "python3", "-c", "import platform; print(platform.python_version())"],
-            None, 60, True,
+            None, deadline.left(120), True,
         ).stdout.strip()  # fmt: skip
-        tarball.with_suffix(".python").write_text(version)
-        partial = tarball.with_suffix(".partial")
-        _run(["tar", "-C", str(rootfs), "-cf", str(partial), "."], None, 300, True)
-        partial.rename(tarball)
-    return tarball
+        (out / "python-version").write_text(version + "\n")
+        # --one-file-system: never archive something still mounted in the chroot.
+        _run(
+            [*NICE, "tar", "--one-file-system", "-C", str(rootfs), "-cf", str(out / "rootfs.tar"), "."],
+            None, deadline.left(), True,
+        )  # fmt: skip
+        _remove_tree(done)  # an incomplete one, from before the cache had this layout
+        out.rename(done)
+    return done
 
 
-def image_python_version(cache: Path) -> str:
-    return base_rootfs(cache).with_suffix(".python").read_text().strip()
-
-
-def dependency_wheels(cache: Path, python_version: str) -> Path:
+def dependency_wheels(cache: Path, python_version: str, deadline: Deadline, say=print) -> Path:
     """Wheels of the project's dependencies and build backend for the image's Python (which is
     not necessarily the Python running the tests), downloaded on the host."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     requirements = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
     key = hashlib.sha256(" ".join([python_version, *requirements]).encode()).hexdigest()[:12]
-    wheels = cache / f"wheels-{python_version}-{key}"
-    if wheels.exists():
-        return wheels
-    partial = cache / f"{wheels.name}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    _run(
-        [*NICE, *_pip_download(python_version), "--quiet", "--disable-pip-version-check",
-         "--only-binary=:all:", "--dest", str(partial), *requirements, "wheel"],
-        None, 600, True,
-    )  # fmt: skip
-    partial.rename(wheels)
-    return wheels
+    done = cache / f"wheels-{python_version}-{key}"
+    if done.is_dir():
+        return done
+    with (
+        _stage(say, f"wheels for Python {python_version} downloaded"),
+        _building(cache, "wheels") as work,
+    ):
+        wheels = work / "wheels"
+        _run(
+            [*NICE, *_pip_download(python_version), "--quiet", "--disable-pip-version-check",
+             "--only-binary=:all:", "--dest", str(wheels), *requirements, "wheel"],
+            None, deadline.left(), True,
+        )  # fmt: skip
+        wheels.rename(done)
+    return done
 
 
 def _pip_download(python_version: str) -> list[str]:
@@ -356,10 +523,25 @@ def _host_codename() -> str:
     raise RuntimeError("cannot tell the host's Debian release from /etc/os-release")
 
 
+# --- processes and mounts -------------------------------------------------------------------
 def _run(cmd, env, timeout, check, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run, except that the command gets a session of its own and a timeout or an
+    interrupt kills all of it (debootstrap's dpkg in the chroot, not only debootstrap)."""
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
-    result = subprocess.run(cmd, env=env, timeout=timeout, text=True, **kwargs)
+    with subprocess.Popen(cmd, env=env, text=True, start_new_session=True, **kwargs) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException as err:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if isinstance(err, subprocess.TimeoutExpired):
+                raise RuntimeError(
+                    f"{' '.join(cmd)} did not finish within {timeout:.0f} s"
+                ) from None
+            raise
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if check and result.returncode != 0:
         raise RuntimeError(
             f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
@@ -367,16 +549,75 @@ def _run(cmd, env, timeout, check, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def _processes_in(path: Path) -> list[int]:
+    """Processes working in `path`: their root (a chroot), their working directory or one of
+    their arguments is in it."""
+    prefix = str(path)
+    inside = prefix + "/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            links = [os.readlink(entry / "root"), os.readlink(entry / "cwd")]
+            args = os.fsdecode((entry / "cmdline").read_bytes()).split("\0")
+        except OSError:  # gone, or a zombie
+            continue
+        if any(link == prefix or link.startswith(inside) for link in links) or any(
+            arg == prefix or inside in arg for arg in args
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_processes_in(path: Path, timeout: float = 30.0) -> set[int]:
+    """SIGKILL what a dead run left running in its build folder, until nothing is left."""
+    deadline = time.monotonic() + timeout
+    killed: set[int] = set()
+    while pids := _processes_in(path):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {pids} still run in {path}")
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.2)  # then look again: they are gone, or others were started meanwhile
+    return killed
+
+
+def _mounts_below(path: Path) -> list[str]:
+    """Mount points at or below `path`, from /proc/self/mountinfo."""
+    prefix = os.fsencode(str(path))
+    points = []
+    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
+        # The fifth field is the mount point, with space, tab, newline and backslash as \ooo.
+        point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), line.split(b" ")[4])
+        if point == prefix or point.startswith(prefix + b"/"):
+            points.append(os.fsdecode(point))
+    return points
+
+
 def _unmount_below(path: Path) -> None:
-    """Storage mounts podman left (a failed build's container, the overlay bind mount)."""
-    prefix = str(path) + "/"
-    mounts = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].encode().decode("unicode_escape")  # octal escapes: \040 ...
-        if point.startswith(prefix):
-            mounts.append(point)
-    for point in sorted(mounts, key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    """Unmount (lazily, deepest first) everything mounted at or below `path`: storage mounts
+    podman left, /proc and the like in a killed debootstrap's chroot."""
+    for _ in range(5):
+        points = _mounts_below(path)
+        if not points:
+            return
+        for point in sorted(points, key=lambda p: (p.count("/"), len(p)), reverse=True):
+            subprocess.run(["umount", "-l", point], check=False, capture_output=True, timeout=60)
+    points = _mounts_below(path)
+    if points:
+        raise RuntimeError(f"cannot unmount {', '.join(points)}")
+
+
+def _remove_tree(path: Path) -> None:
+    """rmtree, never through a mount point: it would delete what is mounted (a chroot's /dev
+    may be the host's, bind-mounted)."""
+    if not path.exists():
+        return
+    _unmount_below(path)  # raises if anything stays mounted
+    shutil.rmtree(path)
 
 
 def _forget_dns(network: str) -> None:

@@ -37,21 +37,20 @@ class Process:
             argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.lines: list[str] = []
-        self._ready = threading.Event()
-        self._marker: str | None = None
+        self._seen = threading.Condition()  # notified on every line read
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line)
-            if self._marker and self._marker in line:
-                self._ready.set()
+            with self._seen:
+                self._seen.notify_all()
 
     def wait_for_line(self, marker: str, timeout: float = START_TIMEOUT) -> None:
-        self._marker = marker
-        if any(marker in line for line in list(self.lines)):
-            return
-        if not self._ready.wait(timeout):
+        """Until a line holding `marker` has been printed (at any time since the start)."""
+        with self._seen:
+            found = self._seen.wait_for(lambda: any(marker in line for line in self.lines), timeout)
+        if not found:
             raise RuntimeError(f"{self.name} did not print {marker!r}:\n{self.output()}")
 
     def output(self) -> str:

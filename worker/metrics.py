@@ -1,0 +1,111 @@
+"""A worker's Prometheus metrics (DESIGN section 4, Ops), served on its own port.
+
+A worker is one process (a gevent pool), so its metrics need no multiprocess mode: they live in
+a registry of their own, one per WorkerRuntime, served on MINI_N8N_WORKER_METRICS_PORT once the
+worker is ready. The engine knows nothing of them: it reports each model call through
+`Services.on_model_call`, which the runtime points at `model_call`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
+
+from core.clock import now_ms
+from core.executions import FINISHED
+
+log = logging.getLogger("mini_n8n.worker")
+
+# Seconds: chats take from a fraction of a second to minutes (the default timeout is 10).
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Seconds: a free worker claims within milliseconds; a busy one makes executions wait.
+QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.executions = Counter(
+            "mini_n8n_executions",
+            "Executions this worker recorded an outcome for, by status",
+            ["status"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "mini_n8n_execution_duration_seconds",
+            "From an execution's claim to its recorded outcome",
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.queue_wait = Histogram(
+            "mini_n8n_queue_wait_seconds",
+            "From an execution's creation (the api's createdAt) to its claim by this worker",
+            buckets=QUEUE_WAIT_BUCKETS,
+            registry=registry,
+        )
+        self.running = Gauge(
+            "mini_n8n_running_executions", "Executions running on this worker", registry=registry
+        )
+        self.model_requests = Counter(
+            "mini_n8n_model_requests",
+            "Chat-model calls the Agent made, by status (success or error)",
+            ["status"],
+            registry=registry,
+        )
+        self.model_tokens = Counter(
+            "mini_n8n_model_tokens",
+            "Tokens (streamed pieces) the chat models produced",
+            registry=registry,
+        )
+        for outcome in FINISHED:
+            self.executions.labels(outcome)  # every outcome shows, at 0 until it happens
+        for status in ("success", "error"):
+            self.model_requests.labels(status)
+
+    def claimed(self, record: dict[str, Any]) -> Claim:
+        """An execution was claimed (`new -> running`): it runs until its Claim is closed."""
+        created_ms = record.get("createdAt")
+        if isinstance(created_ms, int | float):
+            self.queue_wait.observe(max(now_ms() - created_ms, 0) / 1000)
+        self.running.inc()
+        return Claim(self)
+
+    def model_call(self, status: str, tokens: int) -> None:
+        self.model_requests.labels(status).inc()
+        if tokens:
+            self.model_tokens.inc(tokens)
+
+    def serve(self, port: int) -> WSGIServer:
+        """Serve these metrics (and the process's own) on `port`, on every interface (Prometheus
+        runs elsewhere); the server, to shut down."""
+        server, _thread = start_http_server(port, registry=self.registry)
+        ProcessCollector(registry=self.registry)
+        log.info("metrics on port %d (/metrics)", port)
+        return server
+
+
+class Claim:
+    """One claimed execution, running until closed; `ended` counts the outcome it recorded."""
+
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self.metrics = metrics
+        self.started = time.monotonic()
+
+    def ended(self, status: str) -> None:
+        self.metrics.executions.labels(status).inc()
+        self.metrics.duration.observe(time.monotonic() - self.started)
+
+    def close(self) -> None:
+        self.metrics.running.dec()
