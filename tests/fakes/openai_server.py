@@ -192,12 +192,14 @@ class _Handler(BaseHTTPRequestHandler):
             if index == 2 and fail in ("malformed", "drop"):
                 return self._break(fail)
             self._pause()
-            self._event(_chunk(model, {"content": token}))
+            # Noted as the write begins: a client can read a piece before a note taken after
+            # the write, so `sent` times would not bound `received` ones.
             self.server.note_sent("content", token)
+            self._event(_chunk(model, {"content": token}))
         for piece in _tool_call_deltas(calls):
             self._pause()
-            self._event(_chunk(model, {"tool_calls": [piece]}))
             self.server.note_sent("tool_call", json.dumps(piece))
+            self._event(_chunk(model, {"tool_calls": [piece]}))
         self._event(_chunk(model, {}, "tool_calls" if calls else "stop"))
         self._write(b"data: [DONE]\n\n")
         self._write(b"")  # the last chunk: the body is complete
