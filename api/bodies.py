@@ -22,9 +22,7 @@ def json_value(request: Request) -> Any:
 
 def json_object(request: Request) -> dict[str, Any]:
     value = json_value(request)
-    if value is None and not request.get_data(cache=True):
-        raise ApiError(400, "The request body must be a JSON object")
-    if not isinstance(value, dict):
+    if not isinstance(value, dict):  # an empty body (None) included
         raise ApiError(400, "The request body must be a JSON object")
     return value
 

@@ -77,7 +77,8 @@ def measured(lines: Iterator[str], arrived: float, keepalive: str) -> Iterator[s
                 first = False
                 TIME_TO_FIRST_CHUNK.observe(time.monotonic() - arrived)
             yield line
-            STREAM_BYTES.inc(len(line.encode()))
+            # Per line of a stream: skip the second UTF-8 encoding where characters are bytes.
+            STREAM_BYTES.inc(len(line) if line.isascii() else len(line.encode()))
     finally:
         OPEN_STREAMS.dec()
         close = getattr(lines, "close", None)

@@ -5,24 +5,11 @@ exit; never a traceback. Nothing of a batch is written when one of its files is 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 from mini_n8n.redis_server import free_port
+from tests.test_cli_run import run_cli
 from tests.workflows import GREETING, example
-
-
-def run_cli(redis_url: str, keys, *args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REDIS_URL": redis_url, "MINI_N8N_KEY_PREFIX": keys.prefix}
-    return subprocess.run(
-        [sys.executable, "-m", "mini_n8n.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        cwd=cwd,
-    )
 
 
 def error_line(done: subprocess.CompletedProcess) -> str:

@@ -113,15 +113,13 @@ def test_a_basic_auth_chat_and_a_public_chat_with_one_session_id_never_share_mem
 @pytest.fixture(scope="module")
 def beside_n8n(redis_url):
     """A deployment with no global key prefix and n8n's bare memory keys, as run beside n8n."""
-    deploy = Deployment(redis_url, MINI_N8N_KEY_PREFIX="", MINI_N8N_MEMORY_KEY_PREFIX="")
-    deploy.keys = Keys("", memory_prefix="")
-    deploy.workflows = WorkflowStore(deploy.redis, deploy.keys, load_workflow)
-    try:
-        deploy.base = deploy.start_api()
-        deploy.worker = deploy.start_worker()
+    with Deployment.running(
+        redis_url, MINI_N8N_KEY_PREFIX="", MINI_N8N_MEMORY_KEY_PREFIX=""
+    ) as deploy:
+        # The test reads and writes with the keys the processes use, not a test prefix.
+        deploy.keys = Keys("", memory_prefix="")
+        deploy.workflows = WorkflowStore(deploy.redis, deploy.keys, load_workflow)
         yield deploy
-    finally:
-        deploy.stop()
 
 
 def test_with_an_empty_memory_key_prefix_a_turn_is_n8ns_list_at_the_bare_session_id(beside_n8n):

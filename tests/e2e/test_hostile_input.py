@@ -66,6 +66,11 @@ def _double_workflow() -> dict:
     )
 
 
+def _post_raw(url: str, raw: bytes) -> httpx.Response:
+    """POST JSON text as it is (escapes and all), not re-encoded by the client."""
+    return httpx.post(url, content=raw, headers={"content-type": "application/json"}, timeout=30)
+
+
 def _hook_url(base: str, workflow: dict) -> str:
     return f"{base}/webhook/{workflow['nodes'][0]['parameters']['path']}"
 
@@ -110,12 +115,7 @@ def test_a_lone_surrogate_is_kept_in_redis_memory_as_json_escapes_it(deployment)
     workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
     session = f"sur-{uuid.uuid4().hex[:6]}"
     raw = json.dumps({"sessionId": session, "chatInput": "x\ud800"}).encode()
-    response = httpx.post(
-        chat_url(deployment.base, workflow),
-        content=raw,
-        headers={"content-type": "application/json"},
-        timeout=30,
-    )
+    response = _post_raw(chat_url(deployment.base, workflow), raw)
     assert response.status_code == 200
     stored = deployment.redis.lrange(deployment.keys.chat(session), 0, -1)
     assert '"content":"x\\ud800"' in stored[1]  # the human message, as JSON.stringify writes it
@@ -205,15 +205,10 @@ def test_rest_without_a_key_answers_only_loopback_host_names(deployment):
         assert response.status_code == 200, host
 
 
-def test_streaming_responses_with_a_surrogate_in_a_lastnode_answer_are_valid_json(deployment):
+def test_a_lastnode_answer_carrying_a_lone_surrogate_is_valid_json(deployment):
     workflow = deployment.activate(fresh_ids(with_response_mode(example(REDIS_CHAT), "lastNode")))
     raw = b'{"sessionId":"ln-sur","chatInput":"\\udfff"}'
-    response = httpx.post(
-        chat_url(deployment.base, workflow),
-        content=raw,
-        headers={"content-type": "application/json"},
-        timeout=30,
-    )
+    response = _post_raw(chat_url(deployment.base, workflow), raw)
     assert response.status_code == 200
     assert _strict_json(response.text) == {"output": "You said: \udfff"}
 
