@@ -1,0 +1,189 @@
+"""Real third-party servers for the scale-out tests, each started by the test on free loopback
+ports with its own files under a temporary folder: a RabbitMQ node (Debian's rabbitmq-server,
+scripts/ensure-rabbitmq) and an nginx proxy (Debian's nginx, scripts/ensure-nginx)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import kombu
+
+from mini_n8n.redis_server import free_port
+from tests.waiting import wait_until
+
+RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+START_TIMEOUT = 60.0
+
+
+class Server:
+    """A started process group and its log, stopped as a whole on the way out."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path, cwd: Path):
+        self.name = name
+        self.log = log
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def output(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.output()}")
+        return True
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+# --- RabbitMQ ---------------------------------------------------------------------------------
+def _amqp_ready(url: str) -> bool:
+    try:
+        with kombu.Connection(url, connect_timeout=1) as conn:
+            conn.ensure_connection(max_retries=1)
+        return True
+    except Exception:  # refused, or the node is still booting and closes the handshake
+        return False
+
+
+@contextlib.contextmanager
+def rabbitmq(workdir: Path) -> Iterator[str]:
+    """A RabbitMQ node of our own (its own node name, ports, database and Erlang cookie): its
+    amqp:// URL. Not the machine's own broker, if it has one: the suite must not depend on it."""
+    assert os.path.exists(RABBITMQ_SERVER), (
+        "rabbitmq-server is not installed: run scripts/ensure-rabbitmq "
+        "(as root it installs Debian's rabbitmq-server package with apt-get)"
+    )
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "enabled_plugins").write_text("[].\n")  # no management plugin: a faster boot
+    port = free_port()
+    env = {
+        **os.environ,
+        "HOME": str(workdir),  # the Erlang cookie is made there, not in the user's home
+        "RABBITMQ_NODENAME": f"mn8n{uuid.uuid4().hex[:8]}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(free_port()),
+        "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(workdir / "log"),
+        "RABBITMQ_PID_FILE": str(workdir / "pid"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),  # absent: the defaults
+        "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
+    }
+    server = Server("rabbitmq", [RABBITMQ_SERVER], env, workdir / "rabbitmq.out", cwd=workdir)
+    # guest/guest is allowed from loopback only, which is where the deployment connects from.
+    url = f"amqp://guest:guest@127.0.0.1:{port}//"
+    try:
+        wait_until(
+            lambda: server.alive() and _amqp_ready(url), START_TIMEOUT, "RabbitMQ to accept AMQP"
+        )
+        yield url
+    finally:
+        server.stop()
+
+
+# --- nginx ------------------------------------------------------------------------------------
+NGINX_CONF = """
+daemon off;
+worker_processes 1;
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    # Which api process took each request: logged when it ends (a client that goes away ends it).
+    log_format upstream '$upstream_addr $request_method $uri $status $sent_http_x_execution_id';
+    access_log {workdir}/access.log upstream;
+    client_body_temp_path {workdir}/body;
+    proxy_temp_path {workdir}/proxy;
+    fastcgi_temp_path {workdir}/fastcgi;
+    uwsgi_temp_path {workdir}/uwsgi;
+    scgi_temp_path {workdir}/scgi;
+    # Round robin, no stickiness: consecutive requests go to different api processes.
+    upstream api {{
+{servers}
+        keepalive 32;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://api;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            # No proxy_buffering directive: the api's X-Accel-Buffering: no must be enough.
+            proxy_read_timeout 60s;
+        }}
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else ""
+    )
+    assert found, (
+        "nginx is not installed: run scripts/ensure-nginx "
+        "(as root it installs Debian's nginx package with apt-get)"
+    )
+    return found
+
+
+def _accepting(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Proxy:
+    def __init__(self, base: str, access_log: Path):
+        self.base = base
+        self.access_log = access_log
+
+    def requests(self) -> list[dict[str, str]]:
+        """Each ended request: the upstream that took it, method, path, status, execution id."""
+        if not self.access_log.exists():
+            return []
+        fields = ("upstream", "method", "path", "status", "execution_id")
+        return [
+            dict(zip(fields, line.split(" "), strict=True))
+            for line in self.access_log.read_text().splitlines()
+        ]
+
+
+@contextlib.contextmanager
+def nginx(workdir: Path, upstreams: list[str]) -> Iterator[Proxy]:
+    """nginx on a free port, round-robin over `upstreams` (http://host:port)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    servers = "\n".join(f"        server {u.removeprefix('http://')};" for u in upstreams)
+    conf = workdir / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(workdir=workdir, servers=servers, port=port))
+    argv = [nginx_binary(), "-c", str(conf), "-p", str(workdir), "-e", str(workdir / "error.log")]
+    server = Server("nginx", argv, dict(os.environ), workdir / "nginx.out", cwd=workdir)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: server.alive() and _accepting(port), START_TIMEOUT, "nginx to listen")
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        yield Proxy(base, workdir / "access.log")
+    finally:
+        server.stop()

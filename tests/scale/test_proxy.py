@@ -1,0 +1,181 @@
+"""Several api processes behind a real nginx (round robin, no sticky sessions): streams stay
+incremental through the proxy, every stream completes exactly, one session's messages keep their
+order whichever process takes them, and the editor's push reaches a tab held by another process."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+
+import httpx
+import pytest
+
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.scale.servers import nginx
+from tests.waiting import wait_until
+from tests.workflows import REDIS_CHAT, example, with_model_delay
+
+API_KEY = "proxy-test-key"
+ANSWER_437 = "Based on the tools: Calculator returned 437."
+
+
+@pytest.fixture(scope="module")
+def proxied(redis_url, tmp_path_factory):
+    """Two api processes (the first with two gunicorn workers) and one Celery worker, with nginx
+    in front: `.base` is the proxy, `.api_a` / `.api_b` the processes behind it."""
+    deploy = Deployment(
+        redis_url,
+        MINI_N8N_API_KEY=API_KEY,
+        MINI_N8N_KEEPALIVE_SECONDS="1",
+        MINI_N8N_GRACEFUL_TIMEOUT="1",
+    )
+    try:
+        deploy.worker = deploy.start_worker()
+        deploy.api_a = deploy.start_api(WEB_CONCURRENCY="2")
+        deploy.api_b = deploy.start_api()
+        with nginx(tmp_path_factory.mktemp("nginx"), [deploy.api_a, deploy.api_b]) as proxy:
+            deploy.proxy, deploy.base = proxy, proxy.base
+            yield deploy
+    finally:
+        deploy.stop()
+
+
+def served_by(deploy, **match: str) -> str:
+    """Which api process took the one request matching `match` (fields of the proxy's log,
+    written when the request ends)."""
+
+    def find() -> str | None:
+        found = [r for r in deploy.proxy.requests() if all(r[k] == v for k, v in match.items())]
+        assert len(found) <= 1, found
+        return f"http://{found[0]['upstream']}" if found else None
+
+    return wait_until(find, 10, f"the proxy's log line for {match}")
+
+
+def test_two_hundred_concurrent_streams_through_nginx_complete_exactly(proxied):
+    workflow = proxied.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(proxied.base, workflow)
+
+    def one(i: int):
+        return stream_chat(url, f"What is {i} * 3?", f"px-many-{i}", timeout=120)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
+        replies = list(pool.map(one, range(200)))
+    for i, reply in enumerate(replies):
+        assert reply.status == 200, reply.chunks
+        assert reply.types() == ["begin", *["item"] * 7, "end"], reply.chunks
+        assert reply.text() == f"Based on the tools: Calculator returned {i * 3}."
+    servers = {served_by(proxied, execution_id=r.headers["x-execution-id"]) for r in replies}
+    assert servers == {proxied.api_a, proxied.api_b}
+
+
+def test_a_slow_stream_arrives_token_by_token_through_nginx(proxied):
+    workflow = proxied.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 100)))
+    reply = stream_chat(chat_url(proxied.base, workflow), "What is 19 * 23?", "px-slow")
+    assert reply.text() == ANSWER_437
+    items = [t for c, t in zip(reply.chunks, reply.arrivals, strict=True) if c["type"] == "item"]
+    # 7 tokens 100 ms apart: spread over ~0.6 s unless the proxy buffers the response.
+    assert len(items) == 7 and items[-1] - items[0] > 0.45
+    gaps = [b - a for a, b in zip(items, items[1:], strict=False)]
+    assert sum(1 for g in gaps if g > 0.05) >= 5
+
+
+def test_one_sessions_messages_alternate_between_api_processes_and_keep_their_order(proxied):
+    """Each message is sent once the previous one was accepted (so the arrival order is known)
+    while the previous still runs; round robin hands consecutive ones to different processes."""
+    workflow = proxied.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 50)))
+    url, session, count = chat_url(proxied.base, workflow), "px-ordered", 6
+    replies: list = [None] * count
+    threads = []
+    for i in range(count):
+        accepted = threading.Event()
+
+        def send(i=i, accepted=accepted):
+            replies[i] = stream_chat(
+                url, f"message {i}", session, on_chunk=lambda _: accepted.set()
+            )
+            accepted.set()
+
+        threads.append(threading.Thread(target=send))
+        threads[-1].start()
+        assert accepted.wait(30)
+    for thread in threads:
+        thread.join(60)
+    servers = [served_by(proxied, execution_id=r.headers["x-execution-id"]) for r in replies]
+    assert all(a != b for a, b in zip(servers, servers[1:], strict=False)), servers
+    records = [proxied.execution(r.headers["x-execution-id"]) for r in replies]
+    assert all(r["status"] == "success" for r in records)
+    for before, after in zip(records, records[1:], strict=False):
+        assert after["startedAt"] >= before["stoppedAt"]
+    stored = proxied.chat_list(session)[::-1]
+    assert [m["data"]["content"] for m in stored if m["type"] == "human"] == [
+        f"message {i}" for i in range(count)
+    ]
+
+
+class PushTab:
+    """An editor tab's push stream (SSE), read in a thread."""
+
+    def __init__(self, base: str, push_ref: str):
+        self.events: list[dict] = []
+        self._changed = threading.Condition()
+        self._client = httpx.Client(timeout=httpx.Timeout(30, read=None))
+        request = self._client.build_request(
+            "GET", f"{base}/rest/push", params={"pushRef": push_ref, "key": API_KEY}
+        )
+        self.response = self._client.send(request, stream=True)
+        assert self.response.status_code == 200
+        self._lines = self.response.iter_lines()
+        assert next(self._lines).startswith("retry:")  # subscribed before anything is sent
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for line in self._lines:
+                if line.startswith("data: "):
+                    with self._changed:
+                        self.events.append(json.loads(line[6:]))
+                        self._changed.notify_all()
+        except httpx.HTTPError:
+            pass  # closed by the test
+
+    def finished(self, execution_id: str, timeout: float = 20) -> list[dict]:
+        def done() -> bool:
+            return any(
+                e["type"] == "executionFinished" and e["data"]["executionId"] == execution_id
+                for e in self.events
+            )
+
+        with self._changed:
+            assert self._changed.wait_for(done, timeout), self.events
+            return [e for e in self.events if e["data"].get("executionId") == execution_id]
+
+    def close(self) -> None:
+        self.response.close()
+        self._client.close()
+
+
+def test_the_editor_push_reaches_a_tab_held_by_another_api_process(proxied):
+    rest = httpx.Client(
+        base_url=f"{proxied.base}/rest", headers={"X-N8N-API-KEY": API_KEY}, timeout=30
+    )
+    workflow = rest.post("/workflows", json=fresh_ids(example(REDIS_CHAT))).json()
+    tab = PushTab(proxied.base, "px-tab")
+    try:
+        body = {"sessionId": "px-run", "chatInput": "What is 29 * 3?", "pushRef": "px-tab"}
+        response = rest.post(f"/workflows/{workflow['id']}/chat", json=body)
+        assert response.status_code == 200
+        execution_id = response.json()["executionId"]
+        events = tab.finished(execution_id)
+    finally:
+        tab.close()
+        rest.close()
+    chunks = [e["data"]["chunk"] for e in events if e["type"] == "chatChunk"]
+    text = "".join(c.get("content", "") for c in chunks if c["type"] == "item")
+    assert text == "Based on the tools: Calculator returned 87."
+    assert events[-1]["data"]["status"] == "success"
+    # The tab's stream and the run were taken by different processes.
+    run_api = served_by(proxied, path=f"/rest/workflows/{workflow['id']}/chat")
+    assert served_by(proxied, path="/rest/push") != run_api

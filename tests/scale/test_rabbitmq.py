@@ -1,0 +1,121 @@
+"""RabbitMQ as the Celery broker: a real node of our own, Redis for state, memory and the relay.
+
+The same guarantees as on a Redis broker: the 437 answer streams, memory follows a conversation
+across workers, a worker killed mid-stream ends the stream with an error line within the lease
+bound, and no broker data lands in Redis."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.scale.servers import rabbitmq
+from tests.workflows import REDIS_CHAT, example, with_model_delay
+
+LEASE_SECONDS = 2
+KEEPALIVE_SECONDS = 1
+LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
+ANSWER_437 = "Based on the tools: Calculator returned 437."
+
+
+@pytest.fixture(scope="module")
+def amqp_url(tmp_path_factory):
+    with rabbitmq(tmp_path_factory.mktemp("rabbitmq")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def on_rabbitmq(redis_url, amqp_url):
+    """Two workers on their own queues of the RabbitMQ broker, each fed by its own api, so a
+    message's worker is chosen by the api it is sent to."""
+    deploy = Deployment(
+        redis_url,
+        CELERY_BROKER_URL=amqp_url,
+        MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
+        MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
+    )
+    try:
+        qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
+        deploy.worker_a = deploy.start_worker(queue=qa)
+        deploy.worker_b = deploy.start_worker(queue=qb)
+        deploy.api_a = deploy.start_api(MINI_N8N_TASK_QUEUE=qa)
+        deploy.api_b = deploy.start_api(MINI_N8N_TASK_QUEUE=qb)
+        yield deploy
+    finally:
+        deploy.stop()
+
+
+def test_the_437_answer_streams_token_by_token_over_rabbitmq(on_rabbitmq):
+    workflow = on_rabbitmq.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 60)))
+    reply = stream_chat(chat_url(on_rabbitmq.api_a, workflow), "What is 19 * 23?", "rmq-437")
+    assert reply.status == 200
+    assert reply.types()[0] == "begin" and reply.types()[-1] == "end"
+    assert reply.text() == ANSWER_437
+    items = [t for c, t in zip(reply.chunks, reply.arrivals, strict=True) if c["type"] == "item"]
+    assert len(items) == 7 and items[-1] - items[0] > 0.25  # 7 tokens, 60 ms apart: not batched
+    record = on_rabbitmq.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "success"
+    assert record["worker"]["pid"] == on_rabbitmq.worker_a.pid
+
+
+def test_redis_memory_follows_the_conversation_across_workers_over_rabbitmq(on_rabbitmq):
+    deploy = on_rabbitmq
+    workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
+    route = [deploy.api_a, deploy.api_b, deploy.api_a]
+    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
+    replies = [
+        stream_chat(chat_url(base, workflow), message, "rmq-ada")
+        for base, message in zip(route, messages, strict=True)
+    ]
+    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+    assert pids == [deploy.worker_a.pid, deploy.worker_b.pid, deploy.worker_a.pid]
+    assert [r.text() for r in replies] == [
+        "Based on the tools: Calculator returned 42.",
+        "Nice to meet you, Ada!",
+        "Your name is Ada.",
+    ]
+    assert [m["type"] for m in deploy.chat_list("rmq-ada")] == ["ai", "human"] * 3
+
+
+def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_line(on_rabbitmq):
+    deploy = on_rabbitmq
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
+    queue = f"{deploy.keys.prefix}qv"
+    victim = deploy.start_worker(queue=queue)
+    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
+    killed_at: list[float] = []
+
+    def on_chunk(chunk):
+        if chunk["type"] == "item" and not killed_at:
+            victim.proc.send_signal(signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", "rmq-kill", on_chunk=on_chunk)
+    assert killed_at, "the stream never started"
+    assert reply.chunks[-1]["type"] == "error"
+    assert "worker" in reply.chunks[-1]["content"].lower()
+    assert reply.ended_at - killed_at[0] < LOST_WORKER_BOUND
+    record = deploy.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
+
+
+def test_no_broker_data_lands_in_redis(on_rabbitmq):
+    """The queues, unacked messages and kombu bindings are all in RabbitMQ: Redis holds only
+    our own keys (records, workflows, memory) after the conversations above."""
+    workflow = on_rabbitmq.activate(fresh_ids(example(REDIS_CHAT)))
+    reply = stream_chat(chat_url(on_rabbitmq.api_b, workflow), "What is 2 * 3?", "rmq-keys")
+    assert reply.text() == "Based on the tools: Calculator returned 6."
+    keys = list(on_rabbitmq.redis.scan_iter(count=1000))
+    broker_keys = [
+        k
+        for k in keys
+        if k.startswith("_kombu")
+        or k in ("unacked", "unacked_index", "unacked_mutex")
+        or k.endswith(("queue", "qa", "qb", "qv"))
+    ]
+    assert broker_keys == []
+    assert any(k.startswith(on_rabbitmq.keys.prefix) for k in keys)  # ours are there
