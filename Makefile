@@ -13,9 +13,10 @@ up: $(STAMP_RUN)
 	$(BIN)/mini-n8n up
 
 # What the suite needs beyond Python packages: podman & co. for tests/compose, chromium for the
-# browser tests, prometheus for the metrics test, rabbitmq-server and nginx for tests/scale. Each script returns at once when it is all
-# there; it installs it when root with apt, and otherwise warns (the compose tests are then
-# skipped, naming why; the browser and metrics tests fail, naming the script).
+# browser tests, prometheus for the metrics test, rabbitmq-server and nginx for tests/scale.
+# Each script returns at once when it is all there; it installs it when root with apt, and
+# otherwise warns (the compose tests are then skipped, naming why; the others fail, naming the
+# script).
 test: $(STAMP_TEST)
 	scripts/ensure-podman
 	scripts/ensure-chromium
