@@ -30,7 +30,13 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if "deployment" in getattr(item, "fixturenames", ()) and BUILD not in item.config.stash:
+    # Other packages have a `deployment` fixture of their own: only compose tests build.
+    compose = item.get_closest_marker("compose") is not None
+    if (
+        compose
+        and "deployment" in getattr(item, "fixturenames", ())
+        and BUILD not in item.config.stash
+    ):
         item.config.stash[BUILD] = build_step(item.config)
     return (yield)
 
