@@ -1,0 +1,154 @@
+"""Conversations inside one execution over n8n's chat WebSocket, on a real deployment (gunicorn +
+gevent api, Celery worker, Redis): Chat Trigger (responseNodes) -> Chat "Hi! What is your name?"
+(waits) -> Chat "Nice to meet you, <reply>!" (does not wait)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from core.waiting import EXPIRED
+from tests.chat.conversation import (
+    CONTINUE,
+    FIRST,
+    HEARTBEAT,
+    ask_name_workflow,
+    error_message,
+    next_frame,
+    open_chat,
+    reply,
+    start,
+)
+from tests.waiting import wait_until
+
+
+def _session() -> str:
+    return f"s-{uuid.uuid4().hex[:12]}"
+
+
+def test_the_client_gets_the_question_replies_and_gets_the_answer_then_the_socket_closes(
+    chat_deployment,
+):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        waiting = deploy.execution(execution_id)
+        assert waiting["status"] == "waiting"
+        assert waiting["waitingNode"] == "Ask name"
+        reply(ws, session, "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+        assert next_frame(ws) == CONTINUE
+        with pytest.raises(ConnectionClosed):
+            next_frame(ws)
+    record = deploy.execution(execution_id)
+    assert record["status"] == "success"
+    assert record["runData"]["Ask name"][0]["data"]["main"][0][0]["json"]["chatInput"] == "Ada"
+
+
+def test_a_waiting_execution_holds_no_worker_and_keeps_its_session_turn(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        assert deploy.redis.zscore(deploy.keys.running(), execution_id) is None  # no lease
+        line = deploy.keys.session_queue(workflow["id"], session)
+        assert deploy.redis.lrange(line, 0, -1) == [execution_id]
+        # A message POSTed to the session meanwhile is the reply, not a second execution.
+        assert start(deploy.base, workflow, session, "Grace") == execution_id
+        assert next_frame(ws) == "Nice to meet you, Grace!"
+    wait_until(
+        lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
+    )
+    assert deploy.redis.zcard(deploy.keys.workflow_executions(workflow["id"])) == 1
+
+
+def test_heartbeats_come_when_quiet_and_their_acks_are_taken(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        assert ws.recv(timeout=10) == HEARTBEAT  # the deployment's keepalive is 1 s
+        ws.send("n8n|heartbeat-ack")
+        reply(ws, session, "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+
+
+def test_a_socket_opened_late_still_gets_every_message_once(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow(waitUserReply=False))
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    wait_until(
+        lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
+    )
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        assert next_frame(ws) == CONTINUE
+        assert next_frame(ws) == "Nice to meet you, hello!"  # no reply: its own input passed on
+        assert next_frame(ws) == CONTINUE
+        with pytest.raises(ConnectionClosed):
+            next_frame(ws)
+
+
+def test_a_socket_for_an_unknown_execution_gets_a_clear_error_frame(chat_deployment):
+    with open_chat(chat_deployment.base, _session(), "0123456789abcdef") as ws:
+        assert error_message(next_frame(ws)) == "There is no such execution in this chat session."
+        with pytest.raises(ConnectionClosed):
+            next_frame(ws)
+
+
+def test_a_socket_of_another_session_reads_as_unknown(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    execution_id = start(deploy.base, workflow, _session())
+    with open_chat(deploy.base, _session(), execution_id) as ws:
+        assert error_message(next_frame(ws)) == "There is no such execution in this chat session."
+
+
+def test_a_reply_to_a_finished_execution_gets_a_clear_error_frame(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        reply(ws, session, "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+    wait_until(
+        lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
+    )
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert error_message(next_frame(ws)) == (
+            "This execution has already finished (success); it takes no more replies."
+        )
+
+
+def test_a_wait_past_limit_wait_time_ends_the_execution_and_the_socket_with_a_message(
+    chat_deployment,
+):
+    deploy = chat_deployment
+    limit = {
+        "values": {"limitType": "afterTimeInterval", "resumeAmount": 0.02, "resumeUnit": "minutes"}
+    }
+    workflow = deploy.activate(ask_name_workflow(limitWaitTime=limit))  # 1.2 s
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        assert error_message(next_frame(ws)) == EXPIRED
+        with pytest.raises(ConnectionClosed):
+            next_frame(ws)
+    record = deploy.execution(execution_id)
+    assert record["status"] == "error"
+    assert record["error"] == EXPIRED
+    line = deploy.keys.session_queue(workflow["id"], session)
+    assert deploy.redis.lrange(line, 0, -1) == []  # the session's turn passed on
