@@ -22,6 +22,7 @@ from tests.chat.conversation import (
     start,
 )
 from tests.waiting import wait_until
+from tests.workflows import node
 
 
 def _session() -> str:
@@ -152,3 +153,35 @@ def test_a_wait_past_limit_wait_time_ends_the_execution_and_the_socket_with_a_me
     assert record["error"] == EXPIRED
     line = deploy.keys.session_queue(workflow["id"], session)
     assert deploy.redis.lrange(line, 0, -1) == []  # the session's turn passed on
+
+
+def test_chat_nodes_with_a_memory_connection_leave_the_conversation_in_redis_memory_in_order(
+    chat_deployment,
+):
+    deploy = chat_deployment
+    workflow = ask_name_workflow(memoryConnection=True)
+    node(workflow, "Greet")["parameters"]["options"]["memoryConnection"] = True
+    workflow["nodes"].append(
+        {
+            "parameters": {"sessionTTL": 600},
+            "id": "redis-memory",
+            "name": "Redis Chat Memory",
+            "type": "@n8n/n8n-nodes-langchain.memoryRedisChat",
+            "typeVersion": 1.5,
+            "position": [300, 200],
+        }
+    )
+    targets = [{"node": n, "type": "ai_memory", "index": 0} for n in ("Ask name", "Greet")]
+    workflow["connections"]["Redis Chat Memory"] = {"ai_memory": [targets]}
+    deploy.activate(workflow)
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        reply(ws, session, "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+    wait_until(
+        lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
+    )
+    stored = [(m["type"], m["data"]["content"]) for m in reversed(deploy.chat_list(session))]
+    assert stored == [("ai", FIRST), ("human", "Ada"), ("ai", "Nice to meet you, Ada!")]
