@@ -159,7 +159,13 @@ class ExecuteContext(_NodeContext):
         self.execution.hooks.run("sendResponse", response)
 
     def send_message(self, text: str, wait: bool) -> None:
-        message = {"text": text, "wait": wait, "node": self.node.name, "runIndex": self.run_index}
+        message = {
+            "text": text,
+            "wait": wait,
+            "node": self.node.name,
+            "runIndex": self.run_index,
+            "sentAt": time.time() * 1000,  # ms, fractional: what the latency bench measures from
+        }
         self.execution.hooks.run("sendMessage", message)
 
     def sub_nodes(self, connection_type: str) -> list[Node]:
