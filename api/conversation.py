@@ -26,13 +26,10 @@ class ReplyRefused(Exception):
 
 def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Response:
     """The POST of a Chat Trigger in responseNodes mode."""
-    waiting_id = waiting_in_session(rt, workflow.id, session_id)
-    if waiting_id is not None:
-        try:
-            deliver_reply(rt, waiting_id, session_id, items[0]["json"])
-            return _started(waiting_id, headers)
-        except ReplyRefused:
-            pass  # it stopped waiting meanwhile (expired, stopped, another reply): start anew
+    # If it stopped waiting meanwhile (expired, stopped, another reply won), a new one starts.
+    resumed = reply_to_waiting(rt, workflow.id, session_id, items[0]["json"])
+    if resumed is not None:
+        return _started(resumed, headers)
     launched = rt.launcher.start(
         raw,
         workflow,
@@ -43,6 +40,19 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
         session_id=session_id,
     )
     return _started(launched.execution_id, headers)
+
+
+def reply_to_waiting(rt, workflow_id: str, session_id: str, body: dict[str, Any]) -> str | None:
+    """If an execution of the session waits for a reply, deliver `body` as that reply and
+    return its id; None when none waits (or it stopped waiting meanwhile)."""
+    waiting_id = waiting_in_session(rt, workflow_id, session_id)
+    if waiting_id is None:
+        return None
+    try:
+        deliver_reply(rt, waiting_id, session_id, body)
+    except ReplyRefused:
+        return None
+    return waiting_id
 
 
 def _started(execution_id: str, headers: dict[str, str]) -> Response:
