@@ -31,12 +31,15 @@ from flask_sock import Sock
 from simple_websocket import ConnectionClosed
 
 from api.conversation import ReplyRefused, check_execution, deliver_reply, not_waiting
+from api.cors import origin_allowed
 from api.relay import RelayError, Stream
 from api.runtime import runtime
 from core.events import Kind
 from core.executions import FINISHED, Status
 from core.jsontext import dumps
 from core.waiting import WaitingStore
+from core.workflow_store import WorkflowNotFound
+from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 
 log = logging.getLogger("mini_n8n.api")
 
@@ -91,6 +94,7 @@ class ChatConnection:
     def serve(self) -> None:
         try:
             record = check_execution(self._record(), self.session_id)
+            self._check_origin(record)
         except ReplyRefused as err:
             self.send(error_frame(str(err)))
             return
@@ -129,6 +133,25 @@ class ChatConnection:
                 self.ws.close(reason=CLOSE_RESTART, message=reason[:100])
         if self._stream is not None:
             self._stream.fail(reason)
+
+    def _check_origin(self, record: dict[str, Any]) -> None:
+        """Browsers apply no CORS to WebSockets: the Chat Trigger's allowedOrigins are checked
+        here, as for its POST (api/cors.py; the api's own origin, the hosted page, always)."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return
+        try:
+            _, workflow = self.rt.workflows.load(record.get("workflowId", ""))
+        except WorkflowNotFound:
+            raise ReplyRefused("The workflow of this execution is gone.") from None
+        allowed = [
+            o
+            for n in workflow.nodes.values()
+            if n.type == ChatTrigger.type
+            for o in chat_settings(n).allowed_origins
+        ]
+        if not origin_allowed(origin, allowed, request):
+            raise ReplyRefused(f"Origin {origin} is not allowed")
 
     def _record(self) -> dict[str, Any] | None:
         if not self.execution_id or len(self.execution_id) > 64:

@@ -190,8 +190,10 @@ class ExecutionStore:
         if record is None or record["status"] in FINISHED:
             return record
         if record["status"] in (Status.NEW, Status.WAITING):
-            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(),
-                        "error": "The execution was stopped before it started."}  # fmt: skip
+            why = ("The execution was stopped while it waited for a reply."
+                   if record["status"] == Status.WAITING
+                   else "The execution was stopped before it started.")  # fmt: skip
+            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(), "error": why}
             if self.transition(canceled, {Status(record["status"])}):
                 # Unnumbered: a control message a waiting stream takes as the end.
                 done = events.done({"status": Status.CANCELED, "error": canceled["error"]})

@@ -8,7 +8,9 @@ import uuid
 
 import pytest
 from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
+from core.executions import ExecutionStore
 from core.waiting import EXPIRED
 from tests.chat.conversation import (
     CONTINUE,
@@ -185,3 +187,35 @@ def test_chat_nodes_with_a_memory_connection_leave_the_conversation_in_redis_mem
     )
     stored = [(m["type"], m["data"]["content"]) for m in reversed(deploy.chat_list(session))]
     assert stored == [("ai", FIRST), ("human", "Ada"), ("ai", "Nice to meet you, Ada!")]
+
+
+def test_stopping_a_waiting_execution_ends_its_socket_with_a_message(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        ExecutionStore(deploy.redis, deploy.keys).request_stop(execution_id)  # what REST does
+        assert error_message(next_frame(ws)) == (
+            "The execution was stopped while it waited for a reply."
+        )
+        with pytest.raises(ConnectionClosed):
+            next_frame(ws)
+    assert deploy.execution(execution_id)["status"] == "canceled"
+
+
+def test_a_socket_from_an_origin_the_chat_does_not_allow_is_refused(chat_deployment):
+    deploy = chat_deployment
+    workflow = ask_name_workflow()
+    trigger = node(workflow, "When chat message received")
+    trigger["parameters"]["options"]["allowedOrigins"] = "https://shop.example"
+    deploy.activate(workflow)
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    url = deploy.base.replace("http://", "ws://")
+    query = f"sessionId={session}&executionId={execution_id}&isPublic=true"
+    with connect(f"{url}/chat?{query}", origin="https://evil.example") as ws:
+        assert error_message(next_frame(ws)) == "Origin https://evil.example is not allowed"
+    with connect(f"{url}/chat?{query}", origin="https://shop.example") as ws:
+        assert next_frame(ws) == FIRST
