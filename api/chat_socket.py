@@ -249,6 +249,12 @@ class ChatConnection:
         if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
             self.send(error_frame('A reply needs "action": "sendMessage" and a "chatInput".'))
             return
+        files = body.get("files")
+        if files is not None and not (
+            isinstance(files, list) and all(isinstance(f, dict) for f in files)
+        ):
+            self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
+            return
         try:
             deliver_reply(self.rt, self.execution_id, self.session_id, body)
         except ReplyRefused as err:

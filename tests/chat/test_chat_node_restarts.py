@@ -4,6 +4,7 @@ and two workers), since these tests stop processes."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -60,3 +61,28 @@ def test_the_client_reconnects_to_a_restarted_api_and_the_conversation_goes_on(d
         # The question was delivered before the restart: not written again.
         assert next_frame(ws) == "Nice to meet you, Ada!"
     assert _ended(deploy, execution_id)["runData"]["Greet"][0]["executionStatus"] == "success"
+
+
+def test_conversations_that_wait_hold_no_worker_slot(redis_url):
+    """Two conversations wait at once on a worker that runs one execution at a time."""
+    small = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1")
+    try:
+        small.base = small.start_api()
+        small.start_worker(concurrency=1)
+        workflow = small.activate(ask_name_workflow())
+        sessions = [f"s-{uuid.uuid4().hex[:12]}" for _ in range(2)]
+        ids = [start(small.base, workflow, s) for s in sessions]
+        with contextlib.ExitStack() as stack:
+            sockets = [
+                stack.enter_context(open_chat(small.base, s, i))
+                for s, i in zip(sessions, ids, strict=True)
+            ]
+            for ws in sockets:
+                assert next_frame(ws) == FIRST
+            assert [small.execution(i)["status"] for i in ids] == ["waiting"] * 2
+            for ws, session, name in zip(sockets, sessions, ["Ada", "Grace"], strict=True):
+                reply(ws, session, name)
+            for ws, name in zip(sockets, ["Ada", "Grace"], strict=True):
+                assert next_frame(ws) == f"Nice to meet you, {name}!"
+    finally:
+        small.stop()
