@@ -165,7 +165,11 @@ class ChatConnection:
             event = stream.get(timeout=quiet)
             if event is None:
                 self.send(HEARTBEAT)
-                record = self._record()
+                # As the relay does for streams: a lost worker or a reply no worker took in
+                # time ends the execution (crashed) and, so, this socket.
+                record = self.rt.executions.mark_crashed_if_lost(
+                    self.execution_id, self.rt.settings.queue_timeout_seconds
+                )
                 if record is None or record["status"] in FINISHED:
                     self._write_pending()
                     self._end(record)
