@@ -47,6 +47,7 @@ HEARTBEAT = "n8n|heartbeat"
 HEARTBEAT_ACKS = ("n8n|heartbeat-ack", '{"type":"heartbeat-ack"}')
 CONTINUE = "n8n|continue"
 CLIENT_GONE = "the chat client went away"
+ALREADY_OPEN = "This conversation is already open in another window."
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
 
@@ -103,9 +104,13 @@ class ChatConnection:
                 self.rt.keys.execution_events(self.execution_id), ordered=False
             )
         except RelayError as err:
-            self.send(error_frame(f"This chat cannot be followed right now: {err}"))
+            # One subscription per channel and api process: a second socket for the same
+            # execution on this process (another tab) is refused.
+            already = "already" in str(err)
+            self.send(error_frame(ALREADY_OPEN if already else f"The chat is unavailable: {err}"))
             return
         self._stream = stream
+        record = self._record() or record  # as it stands now that nothing can be missed
         with _open_lock:
             _open.add(self)
         try:
