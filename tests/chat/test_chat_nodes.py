@@ -85,6 +85,24 @@ def test_heartbeats_come_when_quiet_and_their_acks_are_taken(chat_deployment):
         assert next_frame(ws) == "Nice to meet you, Ada!"
 
 
+def test_a_frame_that_is_not_a_reply_gets_an_error_frame_and_the_wait_goes_on(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        ws.send("hello?")
+        assert error_message(next_frame(ws)) == "Messages must be JSON objects."
+        ws.send('{"action": "sendMessage", "chatInput": 42}')
+        assert error_message(next_frame(ws)) == (
+            'A reply needs "action": "sendMessage" and a "chatInput".'
+        )
+        assert deploy.execution(execution_id)["status"] == "waiting"
+        reply(ws, session, "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+
+
 def test_a_socket_opened_late_still_gets_every_message_once(chat_deployment):
     deploy = chat_deployment
     workflow = deploy.activate(ask_name_workflow(waitUserReply=False))
