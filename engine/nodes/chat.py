@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from core.jsontext import dumps
 from engine.errors import NodeExecutionError, WaitingForReply, WorkflowValidationError
 from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType, SubInput
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
@@ -63,7 +64,8 @@ class Chat(NodeType):
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         message = ctx.get_parameter("message", "")
-        text = message if isinstance(message, str) else str(message)
+        # An expression may produce a number or an object: sent as JSON text, as n8n would.
+        text = message if isinstance(message, str) else dumps(message)
         self._remember(ctx, ai(text))
         wait = _wait_user_reply(ctx)
         wait_till = _wait_till(ctx) if wait else None
