@@ -141,7 +141,15 @@ class WaitingStore:
         expired = {**record, "status": Status.ERROR, "error": EXPIRED, "stoppedAt": now}
         if not self.store.transition(expired, {Status.WAITING}):
             return False
+        execution_id = record["id"]
+        saved = self.resume_state(execution_id) or {}
         done = events.done({"status": Status.ERROR, "error": EXPIRED, "expired": True})
-        self.client.publish(self.keys.execution_events(record["id"]), events.encode(done))
-        self.client.delete(self.keys.execution_resume(record["id"]))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.publish(self.keys.execution_events(execution_id), events.encode(done))
+        if saved.get("pushRef"):  # a run from the editor: its chat panel hears the end too
+            finished = {"executionId": execution_id, "status": Status.ERROR, "error": EXPIRED}
+            push = events.push("executionFinished", finished)
+            pipe.publish(self.keys.push(saved["pushRef"]), events.encode(push))
+        pipe.delete(self.keys.execution_resume(execution_id))
+        pipe.execute()
         return True

@@ -59,7 +59,6 @@ export class ChatPanel {
     this.list.append(el("li", { class: "message user" }, el("span", { class: "text", text })));
     if (this.conversation) return this.reply(this.conversation, text);
     const bubble = this.botBubble();
-    const conversation = { bubble, messages: 0 };
     const workflowId = this.workflowId;
     this.executions.launching += 1;
     this.executions.changed(null);
@@ -74,8 +73,13 @@ export class ChatPanel {
       this.fail(bubble, err.message);
       return;
     }
-    bubble.li.dataset.executionId = executionId;
     this.executions.launching -= 1;
+    this.follow(executionId, workflowId, bubble);
+  }
+
+  follow(executionId, workflowId, bubble) {
+    bubble.li.dataset.executionId = executionId;
+    const conversation = { bubble, messages: 0 };
     const listener = (type, data, exec) => this.onEvent(conversation, type, data, exec);
     this.executions.track(executionId, { workflowId, mine: true, listener });
     this.onStarted(executionId, workflowId);
@@ -91,12 +95,20 @@ export class ChatPanel {
 
   async reply(conversation, text) {
     this.conversation = null;
-    conversation.bubble = this.botBubble();
+    const bubble = this.botBubble();
+    const workflowId = this.workflowId;
     const body = { sessionId: this.sessionId, chatInput: text, pushRef: this.pushRef };
+    let answer;
     try {
-      await this.api.chat(this.workflowId, body);
+      answer = await this.api.chat(workflowId, body);
     } catch (err) {
-      this.fail(conversation.bubble, err.message);
+      this.fail(bubble, err.message);
+      return;
+    }
+    if (answer.resumed) {
+      conversation.bubble = bubble; // what the resumed run says next goes here
+    } else {
+      this.follow(answer.executionId, workflowId, bubble); // it had stopped waiting: a new run
     }
   }
 
@@ -110,7 +122,9 @@ export class ChatPanel {
         bubble.li.remove(); // the Chat nodes said everything; nothing more came
         return;
       }
-      this.onFinished(bubble, data, exec);
+      // A wait that ended without a reply (expired, stopped): its question stays readable.
+      const target = bubble.li.dataset.waiting ? this.botBubble() : bubble;
+      this.onFinished(target, data, exec);
     }
   }
 
