@@ -237,3 +237,19 @@ def test_a_socket_from_an_origin_the_chat_does_not_allow_is_refused(chat_deploym
         assert error_message(next_frame(ws)) == "Origin https://evil.example is not allowed"
     with connect(f"{url}/chat?{query}", origin="https://shop.example") as ws:
         assert next_frame(ws) == FIRST
+
+
+def test_after_its_socket_closed_the_next_post_is_the_reply_and_a_new_socket_gets_the_rest(
+    chat_deployment,
+):
+    """What n8n's widget does when its socket is gone (it does not reconnect by itself)."""
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+    assert start(deploy.base, workflow, session, "Ada") == execution_id
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == "Nice to meet you, Ada!"  # the question is not written twice
+        assert next_frame(ws) == CONTINUE
