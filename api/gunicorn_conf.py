@@ -48,8 +48,10 @@ def post_worker_init(worker) -> None:
     def watch() -> None:
         while worker.alive:
             gevent.sleep(0.5)
+        from api import chat_socket
         from api.push import end_all
 
         end_all("the api is shutting down")
+        chat_socket.end_all("the api is restarting")
 
     gevent.spawn(watch)

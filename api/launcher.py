@@ -77,7 +77,8 @@ class Launcher:
         self.store.create(record)
         stream = None
         try:
-            if response_mode != "onReceived":
+            # responseNodes answers at once too: its messages reach the chat WebSocket.
+            if response_mode not in ("onReceived", "responseNodes"):
                 stream = self._open_stream(self.keys.execution_events(execution_id))
             self._enqueue(
                 {
@@ -99,6 +100,27 @@ class Launcher:
             self.store.transition(failed, {Status.NEW})
             raise LaunchError(f"the execution could not be started: {err}") from err
         return Launch(execution_id, stream)
+
+    def resume(self, record: dict[str, Any], raw: dict[str, Any], reply: dict[str, Any],
+               push_ref: str | None = None) -> None:  # fmt: skip
+        """Enqueue the reply to a waiting execution, already moved `waiting -> new` (see
+        core/waiting.py): whichever worker takes it continues the execution from Redis."""
+        payload: dict[str, Any] = {
+            "record": record,
+            "workflow": raw,
+            "startNode": None,
+            "items": [],
+            "streaming": False,
+            "responseMode": record.get("responseMode"),
+            "pushRef": push_ref,
+            "reply": reply,
+        }
+        try:
+            self._enqueue(payload)
+        except Exception as err:
+            failed = {**record, "status": Status.ERROR, "error": f"could not resume: {err}"}
+            self.store.transition(failed, {Status.NEW})
+            raise LaunchError(f"the reply could not be delivered: {err}") from err
 
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":

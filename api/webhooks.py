@@ -9,6 +9,7 @@ from flask import Blueprint, Response, request
 
 from api import bodies
 from api.chat_trigger import chat_preflight, handle_chat
+from api.conversation import start_or_reply
 from api.errors import ApiError
 from api.responses import (
     Outcome,
@@ -98,6 +99,8 @@ def webhook_item(path: str) -> dict[str, Any]:
 
 
 def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers) -> Response:
+    if response_mode == "responseNodes":
+        return start_or_reply(rt, raw, workflow, trigger, items, session_id, headers)
     launched = rt.launcher.start(
         raw,
         workflow,

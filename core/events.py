@@ -9,10 +9,13 @@ On the wire each event is one JSON object:
 | response | {"s": n, "response": {"status", "headers", "body"}}     | a Respond to Webhook node      |
 | done     | {"s": n, "done": {"status", "error", "output", ...}}    | the worker, last; or a stop    |
 | push     | {"push": {"type": ..., "data": ...}}                    | editor events, on push:<ref>   |
+| message  | {"message": {"n": i, "text", "wait", "node"}}           | a Chat node (core/waiting.py)  |
 
 `s` numbers one execution's events from 0, so a subscriber notices a lost one. An event without
 `s` is a control message (the stop of a queued execution, which the api itself publishes) or a
-push event (a push channel mixes executions and workers). `lines` carries whole NDJSON lines as
+push event (a push channel mixes executions and workers). A `message` is not numbered by `s`: an
+execution that waits may resume on another worker, so its Chat-node messages carry their own
+index `n` in the execution's message list (`execution:<id>:messages`), kept in Redis. `lines` carries whole NDJSON lines as
 the client will receive them; `items` and `errors` count its item and error chunks, so the api
 knows what a stream has said without parsing it again.
 """
@@ -32,6 +35,7 @@ class Kind(StrEnum):
     RESPONSE = "response"
     DONE = "done"
     PUSH = "push"
+    MESSAGE = "message"
     # Never on the wire: what a subscriber reports when the channel itself failed (a gap, an
     # unreadable message, a lost connection, a reader too slow).
     BROKEN = "broken"
@@ -40,7 +44,7 @@ class Kind(StrEnum):
 @dataclass(frozen=True)
 class Event:
     kind: Kind
-    body: Any  # lines: str; response, done, push: dict; broken: the reason (str)
+    body: Any  # lines: str; response, done, push, message: dict; broken: the reason (str)
     seq: int | None = None
     items: int = 0  # lines only: how many item chunks
     errors: int = 0  # lines only: how many error chunks
@@ -64,6 +68,10 @@ def response(answer: dict[str, Any], seq: int | None = None) -> Event:
 
 def done(result: dict[str, Any], seq: int | None = None) -> Event:
     return Event(Kind.DONE, result, seq)
+
+
+def message(body: dict[str, Any]) -> Event:
+    return Event(Kind.MESSAGE, body)
 
 
 def push(event_type: str, data: dict[str, Any]) -> Event:
@@ -98,7 +106,7 @@ def decode(data: str | bytes) -> Event:
     seq = message.get("s")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
         raise EventError('"s" is not a sequence number')
-    for kind in (Kind.LINES, Kind.DONE, Kind.RESPONSE, Kind.PUSH):
+    for kind in (Kind.LINES, Kind.DONE, Kind.RESPONSE, Kind.PUSH, Kind.MESSAGE):
         if kind.value in message:
             return _checked(kind, message, seq)
     raise EventError("no event in the message")

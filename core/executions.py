@@ -32,6 +32,9 @@ class Status(StrEnum):
     ERROR = "error"
     CANCELED = "canceled"
     CRASHED = "crashed"  # its worker was lost, or it never got one in time
+    # A Chat node waits for the user's reply: no worker holds it, its state is in Redis
+    # (core/waiting.py), and it keeps its place at the head of its session's line.
+    WAITING = "waiting"
 
 
 FINISHED = {Status.SUCCESS, Status.ERROR, Status.CANCELED, Status.CRASHED}
@@ -75,7 +78,7 @@ while true do
   local alive = false
   if raw then
     local status = cjson.decode(raw)['status']
-    if status == 'new' then alive = true end
+    if status == 'new' or status == 'waiting' then alive = true end
     if status == 'running' then
       local deadline = redis.call('ZSCORE', KEYS[2], head)
       alive = deadline ~= false and tonumber(deadline) >= tonumber(ARGV[3])
@@ -133,9 +136,11 @@ class ExecutionStore:
         allowed_from: set[Status],
         *,
         lease_ms: int = 0,
+        keep_turn: bool = False,
     ) -> bool:
         """Write `record` if the stored status is one of `allowed_from`. A lease > 0 (re)takes
-        the running lease; 0 drops it and hands the session's turn to the next message."""
+        the running lease; 0 drops it and hands the session's turn to the next message, unless
+        `keep_turn` (an execution that waits for its user's reply, or resumes, keeps its place)."""
         execution_id = record["id"]
         # The script builds the next execution's turn key from these two halves.
         turn = self.keys.execution_turn("\0").split("\0")
@@ -145,7 +150,7 @@ class ExecutionStore:
                     self.keys.execution(execution_id),
                     self.keys.running(),
                     self.keys.workflow_executions(record.get("workflowId", "")),
-                    self.session_queue(record) or "",
+                    "" if keep_turn else self.session_queue(record) or "",
                 ],
                 args=[
                     ",".join(sorted(allowed_from)),
@@ -184,10 +189,12 @@ class ExecutionStore:
         record = self.get(execution_id)
         if record is None or record["status"] in FINISHED:
             return record
-        if record["status"] == Status.NEW:
-            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(),
-                        "error": "The execution was stopped before it started."}  # fmt: skip
-            if self.transition(canceled, {Status.NEW}):
+        if record["status"] in (Status.NEW, Status.WAITING):
+            why = ("The execution was stopped while it waited for a reply."
+                   if record["status"] == Status.WAITING
+                   else "The execution was stopped before it started.")  # fmt: skip
+            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(), "error": why}
+            if self.transition(canceled, {Status(record["status"])}):
                 # Unnumbered: a control message a waiting stream takes as the end.
                 done = events.done({"status": Status.CANCELED, "error": canceled["error"]})
                 self.client.publish(self.keys.execution_events(execution_id), events.encode(done))
@@ -207,15 +214,17 @@ class ExecutionStore:
         """If the execution's worker is gone (lease expired) or no worker took it in time,
         mark it crashed. Returns the record as it now stands."""
         record = self.get(execution_id)
-        if record is None or record["status"] in FINISHED:
-            return record
+        if record is None or record["status"] in FINISHED or record["status"] == Status.WAITING:
+            return record  # a waiting execution ends by its reply or its time limit
         if record["status"] == Status.RUNNING:
             deadline = self.client.zscore(self.keys.running(), execution_id)
             if deadline is not None and deadline >= now_ms():
                 return record
             reason = "The worker running this execution was lost (it stopped renewing its lease)."
         else:
-            waited = (now_ms() - int(record.get("createdAt", now_ms()))) / 1000
+            # A resumed execution is queued again: its wait counts from then (`queuedAt`).
+            queued = record.get("queuedAt") or record.get("createdAt") or now_ms()
+            waited = (now_ms() - int(queued)) / 1000
             if waited < queue_timeout_s:
                 return record
             reason = f"No worker started this execution within {queue_timeout_s:g} s."

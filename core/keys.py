@@ -13,6 +13,10 @@
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
 | execution:<id>:turn              | LIST    | wake-up token for an execution waiting for its session    |
 | execution:<id>:stop              | STRING  | set when a stop was asked for; short TTL                  |
+| execution:<id>:resume            | STRING  | where a waiting execution resumes (engine state); TTL     |
+| execution:<id>:messages          | LIST    | Chat-node messages sent, in order, for the chat socket    |
+| execution:<id>:delivered         | STRING  | how many of those messages a chat socket has written      |
+| executions:waiting               | ZSET    | waiting executions with a time limit, score = deadline ms |
 | executions:stop                  | channel | ids of executions to stop, heard by every worker          |
 | executions:running               | ZSET    | running execution ids, score = lease deadline (ms)        |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
@@ -142,6 +146,18 @@ class Keys:
 
     def execution_stop(self, execution_id: str) -> str:
         return f"{self.prefix}execution:{execution_id}:stop"
+
+    def execution_resume(self, execution_id: str) -> str:
+        return f"{self.prefix}execution:{execution_id}:resume"
+
+    def execution_messages(self, execution_id: str) -> str:
+        return f"{self.prefix}execution:{execution_id}:messages"
+
+    def execution_delivered(self, execution_id: str) -> str:
+        return f"{self.prefix}execution:{execution_id}:delivered"
+
+    def waiting(self) -> str:
+        return f"{self.prefix}executions:waiting"
 
     def stop_channel(self) -> str:
         return f"{self.prefix}executions:stop"

@@ -158,6 +158,16 @@ class ExecuteContext(_NodeContext):
     def send_response(self, response: dict[str, Any]) -> None:
         self.execution.hooks.run("sendResponse", response)
 
+    def send_message(self, text: str, wait: bool) -> None:
+        message = {
+            "text": text,
+            "wait": wait,
+            "node": self.node.name,
+            "runIndex": self.run_index,
+            "sentAt": time.time() * 1000,  # ms, fractional: what the latency bench measures from
+        }
+        self.execution.hooks.run("sendMessage", message)
+
     def sub_nodes(self, connection_type: str) -> list[Node]:
         return [
             n

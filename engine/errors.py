@@ -63,3 +63,14 @@ class ExecutionCanceled(EngineError):
 
 class SessionKeyRefused(NodeExecutionError):
     """A chat memory's session key would name a key that is not chat memory (see Keys.chat)."""
+
+
+class WaitingForReply(Exception):  # noqa: N818 - not an error: the execution pauses
+    """Raised by a node that sent the user a message and waits for the reply (the Chat node).
+    The executor records the node's run as `waiting`, saves where the execution stands and
+    returns a Run with status "waiting"; `run_workflow(..., resume=...)` continues it."""
+
+    def __init__(self, output: list[list[dict]], wait_till_ms: int | None = None):
+        super().__init__("waiting for the user's reply")
+        self.output = output  # the node's output while it waits (n8n: {json: {}, sendMessage})
+        self.wait_till_ms = wait_till_ms  # None: no time limit

@@ -12,7 +12,7 @@ from typing import Any
 
 from core.clock import now_ms
 from engine.context import ExecuteContext, Execution, error_json
-from engine.errors import EngineError, ExecutionCanceled, NodeExecutionError
+from engine.errors import EngineError, ExecutionCanceled, NodeExecutionError, WaitingForReply
 from engine.hooks import Hooks
 from engine.node import Item
 from engine.run_data import Run
@@ -31,8 +31,14 @@ def run_workflow(
     mode: str = "manual",
     streaming: bool = False,
     cancel: threading.Event | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> Run:
-    """Execute `workflow` from its trigger with `start_items` as the trigger's output."""
+    """Execute `workflow` from its trigger with `start_items` as the trigger's output.
+
+    With `resume` ({"state": Run.waiting of the paused run, "reply": the user's reply item})
+    the execution continues where a node raised WaitingForReply; `start_items` is then unused.
+    A node that waits ends this call with a Run of status "waiting" whose `waiting` says where
+    it stands: plain JSON, so any process can continue it."""
     execution = Execution(
         id=execution_id or uuid.uuid4().hex,
         workflow=workflow,
@@ -42,32 +48,95 @@ def run_workflow(
         streaming_requested=streaming,
         cancel=cancel or threading.Event(),
     )
-    start = _start_node(workflow, start_node)
     run = Run(status="success", started_at=now_ms())
     execution.hooks.run("workflowExecuteBefore", execution)
-    stack: deque[tuple[Node, list[Item], str | None]] = deque([(start, start_items, None)])
+    if resume is None:
+        stack: deque[Frame] = deque([(_start_node(workflow, start_node), start_items, None)])
+    else:
+        stack = _resumed(execution, run, resume)
+    _drive(execution, run, stack)
+    run.run_data = execution.run_data
+    run.streamed = execution.streamed
+    run.stopped_at = now_ms()
+    execution.hooks.run("workflowExecuteAfter", execution, run)
+    return run
+
+
+Frame = tuple[Node, list[Item], str | None]  # a node to run, its input items, its parent
+
+
+def _drive(execution: Execution, run: Run, stack: deque[Frame]) -> None:
+    workflow = execution.workflow
     while stack:
         node, items, parent = stack.popleft()
         run.last_node = node.name
         try:
             execution.check_canceled()
             outputs = _run_node(execution, node, items, parent)
+        except WaitingForReply as wait:
+            run.status = "waiting"
+            run.waiting = _waiting_state(execution, run, node, items, stack, wait)
+            return
         except EngineError as err:
             _fail(execution, run, node, err)
-            break
-        children = []
-        for output_index, output_items in enumerate(outputs):
-            if not output_items:
-                continue
-            for conn in workflow.main_children(node.name, output_index):
-                # A disabled child still runs: it passes its input through, as in n8n.
-                children.append((workflow.nodes[conn.target], output_items, node.name))
-        stack.extendleft(reversed(children))
-    run.run_data = execution.run_data
-    run.streamed = execution.streamed
-    run.stopped_at = now_ms()
-    execution.hooks.run("workflowExecuteAfter", execution, run)
-    return run
+            return
+        stack.extendleft(reversed(_children(workflow, node, outputs)))
+
+
+def _children(workflow: Workflow, node: Node, outputs) -> list[Frame]:
+    children: list[Frame] = []
+    for output_index, output_items in enumerate(outputs):
+        if not output_items:
+            continue
+        for conn in workflow.main_children(node.name, output_index):
+            # A disabled child still runs: it passes its input through, as in n8n.
+            children.append((workflow.nodes[conn.target], output_items, node.name))
+    return children
+
+
+def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) -> dict[str, Any]:
+    return {
+        "node": node.name,
+        "runIndex": len(execution.run_data.get(node.name, [])) - 1,
+        "items": items,
+        "waitTill": wait.wait_till_ms,
+        "stack": [[n.name, frame_items, parent] for n, frame_items, parent in stack],
+        "runData": execution.run_data,
+        "executionIndex": execution.execution_index,
+        "startedAt": run.started_at,
+    }
+
+
+def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Frame]:
+    """Put the execution back where it waited, give the waiting node its reply (its run turns
+    from `waiting` to `success` with the node's resume output), and return what is left to run:
+    that node's children first, then what was queued when it paused."""
+    state, workflow = resume["state"], execution.workflow
+    execution.run_data = state["runData"]
+    execution.execution_index = state["executionIndex"]
+    run.started_at = state.get("startedAt") or run.started_at
+    stack: deque[Frame] = deque(
+        (workflow.nodes[name], items, parent) for name, items, parent in state["stack"]
+    )
+    node = workflow.nodes[state["node"]]
+    run.last_node = node.name
+    run_index = state["runIndex"]
+    task = execution.run_data[node.name][run_index]
+    started = time.monotonic()
+    try:
+        ctx = ExecuteContext(execution, node, state["items"], run_index)
+        outputs = workflow.node_type(node.name).resume(ctx, resume["reply"])
+    except EngineError as err:
+        err.node = err.node or node.name
+        task.update(executionStatus="error", error=error_json(err, node.name))
+        _fail(execution, run, node, err)
+        return deque()
+    task["data"] = {"main": outputs}
+    task["executionStatus"] = "success"
+    task["executionTime"] = task.get("executionTime", 0) + int((time.monotonic() - started) * 1000)
+    execution.hooks.run("nodeExecuteAfter", execution, node.name, run_index, task)
+    stack.extendleft(reversed(_children(workflow, node, outputs)))
+    return stack
 
 
 def _start_node(workflow: Workflow, name: str | None) -> Node:
@@ -103,6 +172,10 @@ def _run_node(execution: Execution, node: Node, items: list[Item], parent: str |
             outputs = execution.workflow.node_type(node.name).execute(ctx)
     except ExecutionCanceled as err:
         _record(execution, node, run_index, task, started, status="canceled", error=err)
+        raise
+    except WaitingForReply as wait:
+        task["data"] = {"main": wait.output}
+        _record(execution, node, run_index, task, started, status="waiting")
         raise
     except EngineError as err:
         err.node = err.node or node.name

@@ -70,6 +70,9 @@ class ExecuteFunctions(NodeFunctions, Protocol):
 
     def send_response(self, response: dict[str, Any]) -> None: ...
 
+    def send_message(self, text: str, wait: bool) -> None:
+        """Send the chat user a message (responseNodes mode); `wait`: a reply is awaited."""
+
     def sub_nodes(self, connection_type: str) -> list[Node]:
         """Enabled sub-nodes plugged into this node through `connection_type`."""
 
@@ -116,6 +119,14 @@ class NodeType:
     def activation_warning(self, node: Node, queue_mode: bool) -> str | None:
         """Something the user should know when a workflow with this node is activated."""
         return None
+
+    def validate_in(self, node: Node, workflow: Workflow) -> None:
+        """Raise WorkflowValidationError when the rest of the workflow cannot serve this node
+        (the Chat node needs a Chat Trigger in responseNodes mode)."""
+
+    def resume(self, ctx: ExecuteFunctions, reply: Item) -> NodeOutput:
+        """The output of a node that raised WaitingForReply, once the reply came."""
+        raise NotImplementedError(f"{self.type} does not wait")
 
     def webhooks(self, node: Node) -> list[WebhookSpec]:
         """The webhooks a trigger listens on (none for other nodes)."""

@@ -16,7 +16,7 @@ from typing import Any
 class Run:
     """The result of one execution."""
 
-    status: str  # "success" | "error" | "canceled"
+    status: str  # "success" | "error" | "canceled" | "waiting"
     run_data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     error: str | None = None
     error_node: str | None = None
@@ -24,6 +24,8 @@ class Run:
     started_at: int = 0
     stopped_at: int = 0
     streamed: bool = False  # at least one item chunk went out through sendChunk
+    # status "waiting": where the execution stands (plain JSON), for run_workflow(resume=...)
+    waiting: dict[str, Any] | None = None
 
     def last_output(self) -> list[dict[str, Any]]:
         """Items of the last executed main node: n8n's lastNode response source."""

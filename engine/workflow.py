@@ -162,6 +162,7 @@ def load_workflow(data: Any) -> Workflow:
     for node in nodes.values():
         if not node.disabled:
             types[node.name].validate(node)
+            types[node.name].validate_in(node, workflow)
     return workflow
 
 

@@ -41,9 +41,16 @@ def run_file(
         simple_memory=InProcessMemory(),
     )
     hooks = Hooks().add_handler("sendChunk", write)
+    # A Chat node's message, as a line of its own (the CLI has no chat to reply from).
+    hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m["text"]}))
     run = run_workflow(
         workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
     )
+    if run.status == "waiting":
+        node = (run.waiting or {}).get("node")
+        print(f'execution waiting: "{node}" waits for a chat reply, which `run` cannot give '
+              "(activate the workflow and chat with it)", file=sys.stderr)  # fmt: skip
+        return 1
     if run.status != "success":
         print(f"execution {run.status}: {run.error}", file=sys.stderr)
         return 1

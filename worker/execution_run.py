@@ -29,6 +29,7 @@ from engine.services import Services
 from worker.metrics import Claim, WorkerMetrics
 from worker.push import PushHooks
 from worker.stops import Stops
+from worker.waiting import Conversations
 from worker.workflow_cache import WorkflowCache
 
 log = logging.getLogger("mini_n8n.worker")
@@ -63,6 +64,7 @@ class ExecutionRunner:
         self.timeout_seconds = settings.execution_timeout_seconds
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
         self.workflows = WorkflowCache()
+        self.conversations = Conversations(store, outbox)
 
     def run(self, payload: dict[str, Any]) -> str:
         """Run the payload's execution; its final status, or "dropped" if it was not ours to run."""
@@ -127,6 +129,7 @@ class ExecutionRunner:
                 mode=record.get("mode", "webhook"),
                 streaming=bool(payload.get("streaming")),
                 cancel=cancel,
+                **self.conversations.engine_kwargs(payload, record),
             )
         except Exception as err:
             # A snapshot that no longer loads, or a bug: the record must still say it failed
@@ -148,13 +151,20 @@ class ExecutionRunner:
         hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
         if payload.get("pushRef"):
             PushHooks(self.outbox, self.keys.push(payload["pushRef"]), record).attach(hooks)
+        self.conversations.attach(hooks, payload, record)
         return hooks
 
     def _finish(
         self, payload: dict[str, Any], record: dict[str, Any], run: Run, claim: Claim
     ) -> None:
         """Record the outcome, count it (crashed when a reaper marked the execution lost first,
-        or when Redis never took it), then publish it."""
+        or when Redis never took it), then publish it. A run that waits for its chat user's
+        reply is not finished: it is saved as `waiting` (worker/waiting.py) and publishes nothing."""
+        if run.status == Status.WAITING:
+            paused = self.conversations.pause(payload, record, run, _bounded_run_data(run.run_data))
+            claim.ended(Status.WAITING if paused else Status.CRASHED)
+            return
+        self.conversations.ended(payload, record)
         final = {
             **record,
             "status": run.status,

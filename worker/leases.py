@@ -4,8 +4,9 @@ worker's shutdown deadline.
 A running execution holds a lease (`executions:running`, score = deadline) that its worker
 renews every second; a lease that runs out means the worker was lost, and whoever looks first
 (an api relay streaming the execution, or any worker's reaper here) marks it crashed, so its
-stream ends with an error line (core/executions.py). The same once-a-second loop watches over
-a warm shutdown: it stops what outlives the grace period and ends the process once idle.
+stream ends with an error line (core/executions.py). The same once-a-second loop ends the waits
+of Chat nodes whose time limit passed (core/waiting.py) and watches over a warm shutdown: it
+stops what outlives the grace period and ends the process once idle.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import redis
 
 from core.executions import ExecutionStore
 from core.settings import Settings
+from core.waiting import WaitingStore
 from worker.stops import Stops
 
 log = logging.getLogger("mini_n8n.worker")
@@ -51,6 +53,7 @@ class Leases:
         end_process: Callable[[], None] = exit_process,
     ):
         self.store = store
+        self.waits = WaitingStore(store)
         self.stops = stops  # which executions run here, and how to stop them all
         self.outbox = outbox  # a shutdown waits until it has published everything
         self.lease_ms = int(settings.lease_seconds * 1000)
@@ -79,7 +82,8 @@ class Leases:
             self.tick()
 
     def tick(self) -> None:
-        """One round: stop what outlived a shutdown's grace, exit if done, renew, reap."""
+        """One round: stop what outlived a shutdown's grace, exit if done, renew, reap, end
+        expired waits."""
         try:
             if self._stop_all_at is not None and self._clock() >= self._stop_all_at:
                 self.stops.stop_all()
@@ -87,6 +91,7 @@ class Leases:
             self._exit_if_done(running)
             self.store.renew_leases(running, self.lease_ms)
             self._reap_if_due()
+            self.waits.expire_due()
         except redis.RedisError as err:
             log.warning("could not renew execution leases: %s", err)
         except Exception:  # leases keep every running execution alive: never stop renewing

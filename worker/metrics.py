@@ -76,7 +76,8 @@ class WorkerMetrics:
 
     def claimed(self, record: dict[str, Any]) -> Claim:
         """An execution was claimed (`new -> running`): it runs until its Claim is closed."""
-        created_ms = record.get("createdAt")
+        # A resumed execution (a Chat node's reply) was queued again at `queuedAt`.
+        created_ms = record.get("queuedAt") or record.get("createdAt")
         if isinstance(created_ms, int | float):
             self.queue_wait.observe(max(now_ms() - created_ms, 0) / 1000)
         self.running.inc()

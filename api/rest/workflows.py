@@ -11,6 +11,7 @@ from flask import jsonify, request
 
 from api import bodies
 from api.chat_trigger import validate_chat_body
+from api.conversation import reply_to_waiting
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
@@ -89,6 +90,9 @@ def chat_run(workflow_id: str):
     validate_chat_body(message)
     raw, workflow = rt.workflows.load(workflow_id)
     trigger = _chat_trigger(workflow, body.get("triggerNode"))
+    resumed = reply_to_waiting(rt, workflow.id, session_id, message)
+    if resumed is not None:  # a Chat node of this session waits: the message is its reply
+        return jsonify({"executionId": resumed, "sessionId": session_id, "resumed": True})
     launched = rt.launcher.start(
         raw,
         workflow,

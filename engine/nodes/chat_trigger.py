@@ -104,9 +104,9 @@ def chat_settings(node: Node) -> ChatSettings:
     params = merged_parameters(node, ChatTrigger.defaults)
     if not isinstance(params.get("options"), dict):  # `"options": null` in a hand-written export
         params["options"] = dict(ChatTrigger.defaults["options"])
+    # responseNodes (n8n's "Using Response Nodes"): the POST answers at once and the Chat
+    # nodes' messages reach the client over the chat WebSocket (api/chat_socket.py).
     mode = params["options"].get("responseMode") or "lastNode"
-    if mode == "responseNodes":  # n8n's HITL chat mode; we answer like responseNode
-        mode = "responseNode"
     public = bool(params.get("public"))
     return ChatSettings(
         params=params,

@@ -1,5 +1,6 @@
 """n8n's own `@n8n/chat` widget, unchanged, embedded on another origin and talking to our Chat
-Trigger: CORS preflights, loadPreviousSession on mount, streaming on and off.
+Trigger: CORS preflights, loadPreviousSession on mount, streaming on and off, and a conversation
+with Chat nodes (responseNodes) over its WebSocket.
 
 The widget comes from the npm registry (`npm pack`, into a temporary folder, never committed) or
 from MINI_N8N_N8N_CHAT_DIST (a `dist` folder of the package). Without either the test is skipped.
@@ -19,8 +20,11 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.chat.conversation import FIRST, ask_name_workflow
 from tests.chat.support import ANSWER_84, chat_workflow
 from tests.e2e.deployment import chat_url
+from tests.waiting import wait_until
+from tests.workflows import node
 
 WIDGET = os.environ.get("MINI_N8N_N8N_CHAT_PACKAGE", "@n8n/chat@1.37.0")
 HOST_PAGE = """<!doctype html>
@@ -125,3 +129,33 @@ def test_the_widget_on_an_origin_not_allowed_is_refused_by_the_browser(
     console_errors.clear()  # expected here: the browser reports the refused preflight
     runs = chat_deployment.redis.zcard(chat_deployment.keys.workflow_executions(workflow["id"]))
     assert runs == 0
+
+
+def test_the_n8n_chat_widget_holds_a_conversation_with_chat_nodes_over_the_websocket(
+    chat_deployment, widget_site, page
+):
+    workflow = ask_name_workflow()
+    node(workflow, "When chat message received")["parameters"]["options"]["allowedOrigins"] = (
+        widget_site
+    )
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("hello")
+    box.press("Enter")
+    page.locator(".chat-message-from-bot", has_text=FIRST).wait_for()
+    box.fill("Ada")
+    box.press("Enter")  # the widget sends it over its WebSocket, not as a new POST
+    page.locator(".chat-message-from-bot", has_text="Nice to meet you, Ada!").wait_for()
+    bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
+    assert bots == ["Hello from the widget", FIRST, "Nice to meet you, Ada!"]
+    runs = chat_deployment.redis.zrange(
+        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
+    )
+    assert len(runs) == 1
+    wait_until(
+        lambda: chat_deployment.execution(runs[0])["status"] == "success",
+        10,
+        "the conversation's execution to succeed",
+    )

@@ -6,6 +6,7 @@ import concurrent.futures
 
 import pytest
 
+from tests.chat.conversation import FIRST, ask_name_workflow
 from tests.chat.support import (
     ANSWER_84,
     BASIC_CREDENTIAL,
@@ -16,6 +17,7 @@ from tests.chat.support import (
     trigger_output,
 )
 from tests.e2e.deployment import Deployment, chat_url
+from tests.waiting import wait_until
 from tests.workflows import node
 
 ITEMS = "#chat-messages > li"
@@ -243,3 +245,28 @@ def test_a_page_behind_basic_auth_works_once_the_browser_has_the_login(
     finally:
         context.close()
     assert console_errors == []
+
+
+def test_the_page_holds_a_chat_node_conversation_over_the_websocket(chat_deployment, page):
+    workflow = chat_deployment.activate(ask_name_workflow())
+    ids = execution_ids(page)
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    assert ask(page, "hello") == FIRST
+    type_message(page, "Ada")
+    page.locator(ITEMS, has_text="Nice to meet you, Ada!").wait_for()
+    page.wait_for_function(
+        "() => !document.querySelector('#chat-messages > li[data-state=pending]')"
+    )  # the socket closed with the execution: no bubble waits for more
+    assert bubbles(page)[1:] == [
+        ("user", "hello"),
+        ("bot", FIRST),
+        ("user", "Ada"),
+        ("bot", "Nice to meet you, Ada!"),
+    ]
+    assert len(ids) == 1  # the reply went over the socket, not as a second POST
+    record = wait_until(
+        lambda: (r := chat_deployment.execution(ids[0]))["status"] == "success" and r,
+        10,
+        "the conversation's execution to succeed",
+    )
+    assert record["runData"]["Ask name"][0]["data"]["main"][0][0]["json"]["chatInput"] == "Ada"

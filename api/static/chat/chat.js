@@ -1,6 +1,9 @@
 // The hosted chat page of a Chat Trigger. It speaks the same protocol as n8n's @n8n/chat widget:
 // POST {action, sessionId, chatInput} (multipart when files are attached) to this page's URL,
-// and reads either NDJSON chunks (streaming) or a JSON object with `output`.
+// and reads either NDJSON chunks (streaming) or a JSON object with `output`. In responseNodes
+// mode the POST answers {executionStarted, executionId}: the page then opens the chat WebSocket
+// (/chat?sessionId&executionId&isPublic=true) and shows each Chat-node message; while a node
+// waits, the next message is its reply, sent over that socket.
 // Every string from the workflow or the conversation is put into the page as text, never as HTML.
 (() => {
   'use strict';
@@ -16,6 +19,7 @@
   const url = window.location.pathname;
   const storageKey = `mini-n8n-chat/${config.workflowId}/sessionId`;
   let sessionId = storedSession() || remember(newSessionId());
+  let chat = null; // the open chat WebSocket of a responseNodes conversation: {ws, waiting}
 
   // --- session --------------------------------------------------------------------------------
   function newSessionId() {
@@ -142,6 +146,9 @@
       } catch {
         // plain text: shown as it is
       }
+      if (body && typeof body === 'object' && body.executionStarted && body.executionId) {
+        return converse(body.executionId, li);
+      }
       text.textContent = outputText(body);
       li.dataset.state = 'done';
       return;
@@ -164,6 +171,70 @@
     if (li.dataset.state !== 'error') li.dataset.state = 'done';
   }
 
+  // --- Chat nodes (responseNodes): one execution, several messages ----------------------------
+  // `chat` is the open socket: `waiting` (the last message waits for a reply), `pending` (the
+  // bubble the next message goes into), `settle` (ends the current send: the input is free).
+  function converse(executionId, pending) {
+    const scheme = window.location.protocol === 'https:' ? 'wss' : 'ws';
+    const params = new URLSearchParams({ sessionId, executionId, isPublic: 'true' });
+    const ws = new WebSocket(`${scheme}://${window.location.host}/chat?${params}`);
+    const open = { ws, waiting: false, pending, settle: null };
+    chat = open;
+    ws.onmessage = (event) => onFrame(open, String(event.data));
+    ws.onclose = () => {
+      if (chat === open) chat = null;
+      if (open.pending && open.pending.dataset.state === 'pending') open.pending.remove();
+      open.pending = null;
+      settle(open);
+    };
+    return new Promise((resolve) => {
+      open.settle = resolve;
+    });
+  }
+
+  function settle(open) {
+    const done = open.settle;
+    open.settle = null;
+    if (done) done();
+  }
+
+  function onFrame(open, frame) {
+    if (frame === 'n8n|heartbeat') return open.ws.send('n8n|heartbeat-ack');
+    if (frame === 'n8n|continue') {
+      open.waiting = false; // that node did not wait: more is coming
+      open.pending = open.pending || bubble('bot', '', 'pending');
+      return;
+    }
+    const target = open.pending || bubble('bot', '', 'pending');
+    open.pending = null;
+    let error = null;
+    try {
+      const body = JSON.parse(frame);
+      if (body && typeof body === 'object' && body.type === 'error') error = body.message;
+    } catch {
+      // plain text: the message itself
+    }
+    if (error !== null) {
+      showError(target, error);
+    } else {
+      target.querySelector('.text').textContent = frame;
+      target.dataset.state = 'done';
+      open.waiting = true; // until n8n|continue says this node does not wait
+    }
+    target.scrollIntoView({ block: 'end' });
+    settle(open);
+  }
+
+  function replyOverSocket(open, message) {
+    open.waiting = false;
+    open.pending = bubble('bot', '', 'pending');
+    const answered = new Promise((resolve) => {
+      open.settle = resolve;
+    });
+    open.ws.send(JSON.stringify({ sessionId, action: 'sendMessage', chatInput: message, files: [] }));
+    return answered;
+  }
+
   async function sendMessage(message, attached) {
     const mine = bubble('user', message);
     if (attached.length) {
@@ -171,6 +242,9 @@
       names.className = 'files';
       names.textContent = attached.map((f) => f.name).join(', ');
       mine.append(names);
+    }
+    if (chat && chat.waiting && chat.ws.readyState === WebSocket.OPEN && !attached.length) {
+      return replyOverSocket(chat, message);
     }
     const li = bubble('bot', '', 'pending');
     try {
@@ -237,6 +311,7 @@
 
   $('chat-new').addEventListener('click', () => {
     if (send.disabled) return;
+    if (chat) chat.ws.close();
     sessionId = remember(newSessionId());
     startOver();
     input.focus();

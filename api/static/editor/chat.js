@@ -1,6 +1,9 @@
 // The "Open chat" panel: each message is a manual run of the workflow; the answer streams in
 // as chatChunk push events of that run. The run's id comes back in the POST's response, but its
 // events may come first: the execution store keeps them until `track` (see executions.js).
+// A workflow with Chat nodes (responseNodes) talks several times in one run: each chatMessage
+// push event is a bubble, and while a node waits (`wait`) the next message sent is its reply
+// (the server delivers it to the waiting run of this session: same execution id, `resumed`).
 
 import { el, randomId } from "./util.js";
 
@@ -19,6 +22,7 @@ export class ChatPanel {
     this.input = root.querySelector("#chat-input");
     this.sessionLabel = root.querySelector("#chat-session");
     this.workflowId = null;
+    this.conversation = null; // the run whose Chat node waits for a reply: {bubble, messages}
     root.querySelector("#chat-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const text = this.input.value.trim();
@@ -39,6 +43,7 @@ export class ChatPanel {
     this.sessionId = `editor-${randomId(8)}`;
     this.sessionLabel.textContent = this.sessionId;
     this.list.replaceChildren();
+    this.conversation = null;
   }
 
   open() {
@@ -52,6 +57,7 @@ export class ChatPanel {
 
   async send(text) {
     this.list.append(el("li", { class: "message user" }, el("span", { class: "text", text })));
+    if (this.conversation) return this.reply(this.conversation, text);
     const bubble = this.botBubble();
     const workflowId = this.workflowId;
     this.executions.launching += 1;
@@ -67,9 +73,14 @@ export class ChatPanel {
       this.fail(bubble, err.message);
       return;
     }
-    bubble.li.dataset.executionId = executionId;
     this.executions.launching -= 1;
-    const listener = (type, data, exec) => this.onEvent(bubble, type, data, exec);
+    this.follow(executionId, workflowId, bubble);
+  }
+
+  follow(executionId, workflowId, bubble) {
+    bubble.li.dataset.executionId = executionId;
+    const conversation = { bubble, messages: 0 };
+    const listener = (type, data, exec) => this.onEvent(conversation, type, data, exec);
     this.executions.track(executionId, { workflowId, mine: true, listener });
     this.onStarted(executionId, workflowId);
   }
@@ -82,9 +93,55 @@ export class ChatPanel {
     return { li, text, received: "", ended: false };
   }
 
-  onEvent(bubble, type, data, exec) {
+  async reply(conversation, text) {
+    this.conversation = null;
+    const bubble = this.botBubble();
+    const workflowId = this.workflowId;
+    const body = { sessionId: this.sessionId, chatInput: text, pushRef: this.pushRef };
+    let answer;
+    try {
+      answer = await this.api.chat(workflowId, body);
+    } catch (err) {
+      this.fail(bubble, err.message);
+      return;
+    }
+    if (answer.resumed) {
+      conversation.bubble = bubble; // what the resumed run says next goes here
+    } else {
+      this.follow(answer.executionId, workflowId, bubble); // it had stopped waiting: a new run
+    }
+  }
+
+  onEvent(conversation, type, data, exec) {
+    const bubble = conversation.bubble;
     if (type === "chatChunk") this.onChunk(bubble, data.chunk || {});
-    else if (type === "executionFinished") this.onFinished(bubble, data, exec);
+    else if (type === "chatMessage") this.onChatMessage(conversation, data);
+    else if (type === "executionFinished") {
+      if (this.conversation === conversation) this.conversation = null;
+      if (conversation.messages && data.status === "success" && !bubble.received) {
+        bubble.li.remove(); // the Chat nodes said everything; nothing more came
+        return;
+      }
+      // A wait that ended without a reply (expired, stopped): its question stays readable.
+      const target = bubble.li.dataset.waiting ? this.botBubble() : bubble;
+      this.onFinished(target, data, exec);
+    }
+  }
+
+  onChatMessage(conversation, data) {
+    const bubble = conversation.bubble;
+    conversation.messages += 1;
+    bubble.received = String(data.text ?? "");
+    bubble.text.textContent = bubble.received;
+    bubble.li.dataset.state = "done";
+    bubble.li.dataset.chatNode = data.node || "";
+    if (data.wait) {
+      bubble.li.dataset.waiting = "true"; // answer it: the next message is the reply
+      this.conversation = conversation;
+    } else {
+      conversation.bubble = this.botBubble(); // the run goes on: more may come
+    }
+    this.list.scrollTop = this.list.scrollHeight;
   }
 
   onChunk(bubble, chunk) {

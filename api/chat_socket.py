@@ -1,0 +1,270 @@
+"""n8n's chat WebSocket, `GET /chat?sessionId=…&executionId=…&isPublic=true`, on every api
+process (n8n serves it from its main process only, polling its database every 3 s).
+
+Server frames are what `@n8n/chat` expects: each Chat-node message as a text frame (its text as
+is), `n8n|continue` after a message that waits for no reply, `n8n|heartbeat` when quiet
+(answered `n8n|heartbeat-ack`), and `{"type":"error","message":…}` (the widget shows `message`)
+when something cannot be done. The client's reply is `{"sessionId","action":"sendMessage",
+"chatInput","files"}`; it resumes the waiting execution on any worker (api/conversation.py).
+
+Messages come the way streamed tokens do: the relay's shared subscription, confirmed by Redis
+before anything else happens. Then the messages not yet delivered are read from the execution's
+list (core/waiting.py) and written, then live events follow; a message's index in the list says
+whether it was written already. So none is missed or written twice, even when the client
+reconnects to another api process (after a restart, say) in the middle of a conversation. The
+socket closes when the execution ends; an error or an expired wait first gets an error frame.
+
+Served by flask-sock (simple-websocket), which takes over the connection under gunicorn's gevent
+worker: its reader runs in a greenlet, so one api process holds many sockets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from typing import Any
+
+from flask import Flask, request
+from flask_sock import Sock
+from simple_websocket import ConnectionClosed
+
+from api.conversation import ReplyRefused, check_execution, deliver_reply, not_waiting
+from api.cors import origin_allowed
+from api.relay import RelayError, Stream
+from api.runtime import runtime
+from core.events import Kind
+from core.executions import FINISHED, Status
+from core.jsontext import dumps
+from core.waiting import WaitingStore
+from core.workflow_store import WorkflowNotFound
+from engine.nodes.chat_trigger import ChatTrigger, chat_settings
+
+log = logging.getLogger("mini_n8n.api")
+
+HEARTBEAT = "n8n|heartbeat"
+HEARTBEAT_ACKS = ("n8n|heartbeat-ack", '{"type":"heartbeat-ack"}')
+CONTINUE = "n8n|continue"
+CLIENT_GONE = "the chat client went away"
+ALREADY_OPEN = "This conversation is already open in another window."
+# 1012, "service restart": the client may reconnect (to this api once it is back, or another).
+CLOSE_RESTART = 1012
+
+_open: set[ChatConnection] = set()
+_open_lock = threading.Lock()
+
+
+def register(app: Flask, max_message_bytes: int) -> None:
+    # A reply carries its files as data URLs: as large as a request body may be.
+    app.config.setdefault("SOCK_SERVER_OPTIONS", {"max_message_size": max_message_bytes})
+    Sock(app).route("/chat")(chat_socket)
+
+
+def chat_socket(ws) -> None:
+    args = request.args
+    ChatConnection(runtime(), ws, args.get("sessionId", ""), args.get("executionId", "")).serve()
+
+
+def end_all(reason: str) -> None:
+    """Close every chat socket of this process (the api is shutting down), so they do not hold
+    the shutdown for the graceful timeout. A conversation loses nothing: the client reconnects
+    and gets what it has not been written yet (see the module docstring)."""
+    with _open_lock:
+        connections = list(_open)
+    for connection in connections:
+        connection.close(reason)
+
+
+def error_frame(message: str) -> str:
+    return dumps({"type": "error", "message": message})
+
+
+class ChatConnection:
+    def __init__(self, rt, ws, session_id: str, execution_id: str):
+        self.rt = rt
+        self.ws = ws
+        self.session_id = session_id
+        self.execution_id = execution_id
+        self.waits = WaitingStore(rt.executions)
+        self.next_n = 0  # index of the next message this client has not been written
+        self.closed = threading.Event()
+        self._send_lock = threading.Lock()
+        self._stream: Stream | None = None
+
+    def serve(self) -> None:
+        try:
+            record = check_execution(self._record(), self.session_id)
+            self._check_origin(record)
+        except ReplyRefused as err:
+            self.send(error_frame(str(err)))
+            return
+        try:
+            stream = self.rt.relay().subscribe(
+                self.rt.keys.execution_events(self.execution_id), ordered=False
+            )
+        except RelayError as err:
+            # One subscription per channel and api process: a second socket for the same
+            # execution on this process (another tab) is refused.
+            already = "already" in str(err)
+            self.send(error_frame(ALREADY_OPEN if already else f"The chat is unavailable: {err}"))
+            return
+        self._stream = stream
+        record = self._record() or record  # as it stands now that nothing can be missed
+        with _open_lock:
+            _open.add(self)
+        try:
+            self.next_n = self.waits.delivered(self.execution_id)
+            written = self._write_pending()
+            if record["status"] in FINISHED:
+                # Late, it still gets what was sent; with nothing left, it is told it is over.
+                if written:
+                    self._end(record)
+                else:
+                    self.send(error_frame(not_waiting(record)))
+                return
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+            self._relay(stream)
+        finally:
+            with _open_lock:
+                _open.discard(self)
+            self.closed.set()
+            self.rt.relay().unsubscribe(stream)
+
+    def close(self, reason: str) -> None:
+        with self._send_lock:
+            self.closed.set()
+            with contextlib.suppress(Exception):  # already closed
+                self.ws.close(reason=CLOSE_RESTART, message=reason[:100])
+        if self._stream is not None:
+            self._stream.fail(reason)
+
+    def _check_origin(self, record: dict[str, Any]) -> None:
+        """Browsers apply no CORS to WebSockets: the Chat Trigger's allowedOrigins are checked
+        here, as for its POST (api/cors.py; the api's own origin, the hosted page, always)."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return
+        try:
+            _, workflow = self.rt.workflows.load(record.get("workflowId", ""))
+        except WorkflowNotFound:
+            raise ReplyRefused("The workflow of this execution is gone.") from None
+        allowed = [
+            o
+            for n in workflow.nodes.values()
+            if n.type == ChatTrigger.type
+            for o in chat_settings(n).allowed_origins
+        ]
+        if not origin_allowed(origin, allowed, request):
+            raise ReplyRefused(f"Origin {origin} is not allowed")
+
+    def _record(self) -> dict[str, Any] | None:
+        if not self.execution_id or len(self.execution_id) > 64:
+            return None
+        return self.rt.executions.get(self.execution_id)
+
+    # --- server to client -----------------------------------------------------------------
+    def _relay(self, stream: Stream) -> None:
+        quiet = self.rt.settings.keepalive_seconds
+        while not self.closed.is_set():
+            event = stream.get(timeout=quiet)
+            if event is None:
+                self.send(HEARTBEAT)
+                # As the relay does for streams: a lost worker or a reply no worker took in
+                # time ends the execution (crashed) and, so, this socket.
+                record = self.rt.executions.mark_crashed_if_lost(
+                    self.execution_id, self.rt.settings.queue_timeout_seconds
+                )
+                if record is None or record["status"] in FINISHED:
+                    self._write_pending()
+                    self._end(record)
+                    return
+            elif event.kind == Kind.MESSAGE:
+                self._message(event.body)
+            elif event.kind == Kind.DONE:
+                self._write_pending()
+                self._end(self._record() or {"status": Status.ERROR, **event.body})
+                return
+            elif event.kind == Kind.BROKEN:
+                if not self.closed.is_set():
+                    self.send(error_frame(f"The chat was interrupted: {event.reason}"))
+                return
+
+    def _message(self, body: dict[str, Any]) -> None:
+        n = body.get("n")
+        if not isinstance(n, int) or n < self.next_n:
+            return  # written already (replayed from the list)
+        if n > self.next_n:
+            self._write_pending()  # fill a gap from the list, which holds every message
+            return
+        self._write(body)
+
+    def _write_pending(self) -> int:
+        pending = self.waits.messages(self.execution_id, self.next_n)
+        for message in pending:
+            self._write(message)
+        return len(pending)
+
+    def _write(self, message: dict[str, Any]) -> None:
+        self.send(str(message.get("text", "")))
+        if not message.get("wait"):
+            self.send(CONTINUE)
+        self.next_n = int(message["n"]) + 1
+        self.waits.mark_delivered(self.execution_id, self.next_n)
+
+    def _end(self, record: dict[str, Any] | None) -> None:
+        """The execution ended: say why if it did not succeed; the socket then closes."""
+        if record is None:
+            self.send(error_frame("The execution is gone."))
+        elif record["status"] != Status.SUCCESS:
+            reason = record.get("error") or f"The execution ended ({record['status']})."
+            self.send(error_frame(str(reason)))
+
+    def send(self, frame: str) -> None:
+        if self.closed.is_set():
+            return
+        try:
+            with self._send_lock:
+                self.ws.send(frame)
+        except (ConnectionClosed, OSError):
+            self.closed.set()
+
+    # --- client to server -----------------------------------------------------------------
+    def _read(self, stream: Stream) -> None:
+        try:
+            while not self.closed.is_set():
+                data = self.ws.receive()
+                if data is not None:
+                    self._handle(data if isinstance(data, str) else data.decode("utf-8", "replace"))
+        except ConnectionClosed:
+            pass
+        except Exception:  # never let a reader die silently with the socket open
+            log.exception("chat socket of execution %s: reading failed", self.execution_id)
+        self.closed.set()
+        stream.fail(CLIENT_GONE)  # wakes the relay loop, which then unsubscribes
+
+    def _handle(self, data: str) -> None:
+        if data in HEARTBEAT_ACKS:
+            return
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self.send(error_frame("Messages must be JSON objects."))
+            return
+        if body.get("type") == "heartbeat-ack":
+            return
+        if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
+            self.send(error_frame('A reply needs "action": "sendMessage" and a "chatInput".'))
+            return
+        files = body.get("files")
+        if files is not None and not (
+            isinstance(files, list) and all(isinstance(f, dict) for f in files)
+        ):
+            self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
+            return
+        try:
+            deliver_reply(self.rt, self.execution_id, self.session_id, body)
+        except ReplyRefused as err:
+            self.send(error_frame(str(err)))
