@@ -171,10 +171,17 @@ def logs_of(d, container: str) -> str:
 def up_and_ready(d, *args: str) -> None:
     """`up -d` (recreating what changed), then the api answers through the proxy, every worker
     is ready and every service healthy."""
+    started = time.monotonic()
     d.compose("up", "-d", *args, timeout=120)
-    wait_until(d, lambda: ready(d), 90, "/readyz through the proxy")
-    wait_until(d, lambda: ready_workers(d), 90, "the workers to be ready")
-    wait_until(d, lambda: all_healthy(d), 90, "every service to be healthy")
+    times = [f"up -d {time.monotonic() - started:.1f} s"]
+    for probe, what in (
+        (lambda: ready(d), "/readyz through the proxy"),
+        (lambda: ready_workers(d), "the workers ready"),
+        (lambda: all_healthy(d), "every service healthy"),
+    ):
+        wait_until(d, probe, 90, what)
+        times.append(f"{what} {time.monotonic() - started:.1f} s")
+    print(f"\nup: {', '.join(times)}")
 
 
 def worker_of(record: dict) -> tuple[str, int]:
@@ -504,8 +511,8 @@ def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_
     d = deployment
     password = d.env.get("REDIS_PASSWORD", "")
     openai_key, env_key = f"sk-file-{secrets.token_hex(8)}", f"sk-env-{secrets.token_hex(8)}"
-    # Chat memory in database 2 through the secret's `redis` credential (the bundled chat's
-    # Redis Chat Memory takes the only one there is), so a turn shows the worker read it.
+    # Chat memory in database 2 through the secret's `redis` credential, so a turn shows that
+    # the worker read it.
     credentials = [
         {"id": "memory", "name": "Chat memory", "type": "redis",
          "data": {"host": "redis", "port": 6379, "database": 2, "password": password}},
@@ -514,11 +521,21 @@ def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_
     secret = d.run_dir / "credentials.json"
     secret.write_text(json.dumps(credentials))
     secret.chmod(0o644)  # the image's user reads it
+    # The user's chat whose Redis Chat Memory names that credential, as an n8n export does.
+    workflow = json.loads((EXAMPLES / "chat-calculator-redis.json").read_text())
+    workflow["id"] = "composeCredentialChat"
+    for n in workflow["nodes"]:
+        if n["name"] == "When chat message received":
+            n["parameters"]["path"] = "credential-chat"
+        if n["name"] == "Redis Chat Memory":
+            n["credentials"] = {"redis": {"id": "memory", "name": "Chat memory"}}
+    (d.workflows / "chat-credential.json").write_text(json.dumps(workflow))
     d.env.update(MINI_N8N_CREDENTIALS_SECRET=str(secret), OPENAI_API_KEY=env_key)
-    up_and_ready(d)
+    up_and_ready(d)  # the api and the workers are created again, with the secret
 
     session = f"secret-{uuid.uuid4().hex[:8]}"
-    assert chat(d, "My name is Grace", session)["answer"] == "Nice to meet you, Grace!"
+    turn = chat(d, "My name is Grace", session, path="/webhook/credential-chat")
+    assert turn["answer"] == "Nice to meet you, Grace!", turn["chunks"]
     stored = redis_cli(d, "-n", "2", "LRANGE", f"chat:{session}", "0", "-1").splitlines()
     assert [json.loads(m)["data"]["content"] for m in stored] == [
         "Nice to meet you, Grace!", "My name is Grace",
