@@ -321,6 +321,20 @@ def test_the_demo_setting_activates_the_bundled_examples_beside_the_users_workfl
     assert turn["answer"] == CALCULATOR_ANSWER, turn["chunks"]
 
 
+def test_mini_n8n_in_the_api_container_lists_and_deactivates_workflows_as_the_readme_says(
+    deployment,
+):
+    d = deployment
+    greeting = workflow_id(EXAMPLES / "webhook-greeting-last-node.json")
+    listed = d.compose("exec", "-T", "api", "mini-n8n", "workflows", timeout=60)
+    rows = [line.split("\t")[:2] for line in listed.stdout.splitlines()]
+    assert [greeting, "active"] in rows, listed.stdout
+    assert listed.stderr == "Redis: redis://:***@redis:6379/0 (REDIS_URL)\n"
+    done = d.compose("exec", "-T", "api", "mini-n8n", "deactivate", greeting, timeout=60)
+    assert done.stdout == f"deactivated {greeting}\n"
+    assert greeting not in active_workflows(d)
+
+
 def test_streams_the_calculator_answer_line_by_line_through_the_proxy(deployment):
     d = deployment
     turn = chat(d, "What is 19 * 23?", session=f"calc-{uuid.uuid4().hex[:8]}")
@@ -442,16 +456,18 @@ def test_two_api_containers_behind_the_proxy_serve_chats_on_one_port_and_stream_
     ids: list[str] = []
 
     def served_by_both():
-        """One more chat through the published port, then which api container logged each."""
-        turn = chat(d, "What is 19 * 23?", session=f"apis-{uuid.uuid4().hex[:8]}")
-        assert turn["answer"] == CALCULATOR_ANSWER, (turn["execution"], turn["chunks"])
-        ids.append(turn["execution"])
+        """Four more chats through the published port, then which api container logged each."""
+        for _ in range(4):
+            turn = chat(d, "What is 19 * 23?", session=f"apis-{uuid.uuid4().hex[:8]}")
+            assert turn["answer"] == CALCULATOR_ANSWER, (turn["execution"], turn["chunks"])
+            ids.append(turn["execution"])
         logs = {api: logs_of(d, api) for api in apis}
         served = {api: {i for i in ids if i in text} for api, text in logs.items()}
         return served if all(served.values()) else None
 
     # The proxy looks `api` up again every 5 s and then spreads requests over both.
     served = wait_until(d, served_by_both, 60, "chats served by both api containers", every=0.1)
+    print(f"\n{len(ids)} chats: {[len(found) for found in served.values()]} by each api")
     first, second = served.values()
     assert not first & second, "one execution logged by both api containers"
     assert_streamed_line_by_line(d)
@@ -503,6 +519,23 @@ def test_with_a_redis_password_every_service_works_and_redis_refuses_clients_wit
     assert anonymous.strip() == "NOAUTH Authentication required."
     logs = d.compose("logs", "--no-color", timeout=60).stdout
     assert password not in logs
+
+
+def test_a_backup_taken_as_the_readme_says_holds_the_sessions(deployment):
+    d = deployment
+    assert redis_cli(d, "BGSAVE").strip() == "Background saving started"
+    wait_until(
+        d, lambda: "rdb_bgsave_in_progress:0" in redis_cli(d, "INFO", "persistence"), 60,
+        "the snapshot to be written",
+    )  # fmt: skip
+    assert "rdb_last_bgsave_status:ok" in redis_cli(d, "INFO", "persistence")
+    # `docker compose exec -T redis cat /data/dump.rdb > mini-n8n-redis.rdb`, bytes as they are.
+    copy = subprocess.run(
+        compose_command("exec", "-T", "redis", "cat", "/data/dump.rdb", env_file=d.env_file),
+        env=d.env, cwd=ROOT, capture_output=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert copy.startswith(b"REDIS")
+    assert f"chat:{ada_session(d)}".encode() in copy
 
 
 def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_workers(
