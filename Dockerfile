@@ -4,6 +4,10 @@
 # from a locally made Debian image (tests on machines without a registry: tests/compose).
 # PIP_ARGS lets such a build install from wheels placed in ./wheels instead of PyPI, e.g.
 #   --build-arg PIP_ARGS="--no-index --find-links /src/wheels"
+#
+# The api imports and activates the workflows in /app/workflows (mount yours there) at its start,
+# and the bundled examples in /app/examples only with MINI_N8N_DEMO=true. It refuses to start
+# without MINI_N8N_API_KEY (MINI_N8N_REQUIRE_API_KEY).
 ARG BASE_IMAGE=python:3.12-slim
 FROM ${BASE_IMAGE}
 
@@ -13,15 +17,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PORT=5678 \
-    MINI_N8N_WORKFLOWS_DIR=/app/workflows
+    MINI_N8N_WORKFLOWS_DIR=/app/workflows \
+    MINI_N8N_EXAMPLES_DIR=/app/examples \
+    MINI_N8N_REQUIRE_API_KEY=true
 
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin mini
 
 COPY . /src
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check $PIP_ARGS /src \
-    && mkdir -p /app/workflows \
-    && cp /src/examples/workflows/*.json /app/workflows/ \
+    && mkdir -p /app/workflows /app/examples \
+    && cp /src/examples/workflows/*.json /app/examples/ \
     && rm -rf /src
 
 USER mini

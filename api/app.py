@@ -72,29 +72,37 @@ def _nosniff(response: Response) -> Response:
 
 
 def _import_workflows(app: Flask, settings: Settings) -> None:
-    """Import and activate MINI_N8N_WORKFLOWS_DIR. If Redis is not up yet, keep trying in the
-    background rather than failing the api's start (it answers /readyz with 503 meanwhile)."""
-    if not settings.workflows_dir:
+    """Import and activate the bundled examples (only with MINI_N8N_DEMO) and then
+    MINI_N8N_WORKFLOWS_DIR, so a workflow of the user's replaces an example of the same id. If
+    Redis is not up yet, keep trying in the background rather than failing the api's start (it
+    answers /readyz with 503 meanwhile)."""
+    folders = [settings.examples_dir] if settings.demo else []
+    if settings.workflows_dir:
+        folders.append(settings.workflows_dir)
+    for folder in folders:
+        if not Path(folder).is_dir():
+            log.error("workflows folder %s not found: nothing imported from it", folder)
+    folders = [folder for folder in folders if Path(folder).is_dir()]
+    if not folders:
         return
     rt = app.extensions["mini_n8n"]
-    if not _import_once(rt, settings.workflows_dir):
-        threading.Thread(
-            target=_import_until_done, args=(rt, settings.workflows_dir), daemon=True
-        ).start()
+    if not _import_once(rt, folders):
+        threading.Thread(target=_import_until_done, args=(rt, folders), daemon=True).start()
 
 
-def _import_once(rt, folder: str) -> bool:
+def _import_once(rt, folders: list[str]) -> bool:
     try:
-        for line in rt.workflows.import_directory(folder, activate=True):
-            log.info(line)
+        for folder in folders:
+            for line in rt.workflows.import_directory(folder, activate=True):
+                log.info(line)
         return True
     except redis.RedisError as err:
         log.warning("workflows not imported yet, Redis is not reachable: %s", err)
         return False
 
 
-def _import_until_done(rt, folder: str) -> None:
+def _import_until_done(rt, folders: list[str]) -> None:
     delay = 0.5
-    while not _import_once(rt, folder):
+    while not _import_once(rt, folders):
         time.sleep(delay)
         delay = min(delay * 2, 10.0)

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+# The bundled example workflows of a source checkout; the image copies them elsewhere and says so.
+EXAMPLES_DIR = str(Path(__file__).resolve().parent.parent / "examples" / "workflows")
 
 
 def _int(name: str, default: int) -> int:
     value = os.environ.get(name)
     return int(value) if value not in (None, "") else default
+
+
+def _bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    word = value.strip().lower()
+    if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(f"{name} must be true or false, not {value!r}")
+    return word in ("1", "true", "yes", "on")
 
 
 def _float(name: str, default: float) -> float:
@@ -23,7 +37,13 @@ class Settings:
     # The broker is the same Redis unless told otherwise: one service to run.
     broker_url: str = ""
     api_key: str = ""
+    # A deployment (the image sets it) refuses to start its api without a key: with none, REST
+    # and the editor answer nobody, and nothing would say why.
+    require_api_key: bool = False
     workflows_dir: str = ""
+    # The bundled examples are a public demo chat: imported and activated only when asked.
+    demo: bool = False
+    examples_dir: str = EXAMPLES_DIR
     port: int = 5678  # n8n's port, so widget and docs URLs carry over
     # n8n's default body limit (N8N_PAYLOAD_SIZE_MAX = 16 MiB).
     max_body_bytes: int = 16 * 1024 * 1024
@@ -65,7 +85,10 @@ class Settings:
             redis_url=redis_url,
             broker_url=os.environ.get("CELERY_BROKER_URL") or redis_url,
             api_key=os.environ.get("MINI_N8N_API_KEY", ""),
+            require_api_key=_bool("MINI_N8N_REQUIRE_API_KEY", cls.require_api_key),
             workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),
+            demo=_bool("MINI_N8N_DEMO", cls.demo),
+            examples_dir=os.environ.get("MINI_N8N_EXAMPLES_DIR") or cls.examples_dir,
             port=_int("PORT", cls.port),
             max_body_bytes=_int("MINI_N8N_MAX_BODY_BYTES", cls.max_body_bytes),
             chat_file_max_bytes=_int("MINI_N8N_CHAT_FILE_MAX_BYTES", cls.chat_file_max_bytes),

@@ -71,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+# What `mini-n8n api` says when the deployment requires a key (the image does) and none is set.
+MISSING_API_KEY = (
+    "MINI_N8N_API_KEY is not set, and this deployment requires one for REST and the editor: "
+    "set it in the api's environment (docker compose: put "
+    "MINI_N8N_API_KEY=<a long random string> in .env next to docker-compose.yml; docker run: "
+    "-e MINI_N8N_API_KEY=...)"
+)
+
 # The Redis the current command reads (a local_state.RedisChoice), for error messages.
 _redis_in_use = None
 
@@ -131,6 +139,10 @@ def _api(args) -> int:
     from core.settings import Settings
 
     settings = Settings.from_env()
+    if settings.require_api_key and not settings.api_key:
+        from mini_n8n.local_state import CliError
+
+        raise CliError(MISSING_API_KEY)
     argv = [
         sys.executable, "-m", "gunicorn",
         "--worker-class", "gevent",

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.compose.harness import BUILD_SECONDS, build_deployment, unavailable_reason
 
 BUILD = pytest.StashKey[dict]()
+HERE = Path(__file__).resolve().parent
 
 
 def pytest_configure(config):
@@ -30,10 +32,11 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    # Other packages have a `deployment` fixture of their own: only compose tests build.
-    compose = item.get_closest_marker("compose") is not None
+    # pytest calls this hook of every conftest for every item, not only for the items of this
+    # folder: other folders have fixtures named `deployment` too (tests/e2e, tests/editor), and
+    # `pytest -m "not compose"` must not build the compose images for them.
     if (
-        compose
+        item.path.is_relative_to(HERE)
         and "deployment" in getattr(item, "fixturenames", ())
         and BUILD not in item.config.stash
     ):

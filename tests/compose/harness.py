@@ -5,9 +5,11 @@ Everything specific to this kind of machine lives here, never in the Dockerfile 
 - podman settings (a CONTAINERS_CONF with ulimits the sandbox allows and runc instead of crun);
 - a storage root of its own per run, so each run starts from an empty image store and never
   touches other users' containers;
-- base images from debootstrap (Python; redis-server from Debian) instead of python:3.x-slim
-  and redis:7, and Python packages from wheels built on the host (HTTPS to PyPI fails inside
-  containers here);
+- one base image from debootstrap (Python, and Debian's redis-server and nginx) instead of
+  python:3.x-slim, redis and nginx, and Python packages from wheels built on the host (HTTPS to
+  PyPI fails inside containers here);
+- a generated api key, the user's workflows folder (empty at first) and an empty env file in
+  place of a `.env` of the checkout, so the caller's settings never reach the deployment;
 - healthchecks run by a thread: podman schedules them with systemd timers, and there is no
   systemd here, so without it `depends_on: condition: service_healthy` would wait forever.
 
@@ -31,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -50,8 +53,18 @@ WORKDIR = Path(os.environ.get("MINI_N8N_COMPOSE_WORKDIR", "/var/tmp/mini-n8n-com
 CACHE = WORKDIR / "cache"
 # The whole build step: a cold cache (debootstrap, wheels) on a busy machine plus the images.
 BUILD_SECONDS = float(os.environ.get("MINI_N8N_COMPOSE_BUILD_SECONDS", "900"))
-# passwd: useradd for the image's non-root user; redis-server (with redis-cli) for the redis image.
-BASE_PACKAGES = ("python3", "python3-venv", "passwd", "ca-certificates", "redis-server")
+# passwd: useradd for the image's non-root user; redis-server (with redis-cli) for the redis image;
+# nginx and curl (its healthcheck) for the proxy image, which the official nginx image has too.
+BASE_PACKAGES = (
+    "python3", "python3-venv", "passwd", "ca-certificates", "redis-server", "nginx", "curl",
+)  # fmt: skip
+# What the compose file reads from the environment: a test sets what it needs, never the caller's
+# shell (an OPENAI_API_KEY there would reach the containers).
+PRODUCT_VARIABLES = (
+    "MINI_N8N_API_KEY", "MINI_N8N_DEMO", "MINI_N8N_WORKFLOWS", "MINI_N8N_CREDENTIALS_SECRET",
+    "REDIS_PASSWORD", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MINI_N8N_LOG_LEVEL",
+    "MINI_N8N_LOG_FORMAT", "REDIS_IMAGE", "PROXY_IMAGE",
+)  # fmt: skip
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
@@ -113,9 +126,12 @@ def _missing(tools) -> list[str]:
     return [tool for tool in tools if shutil.which(tool) is None]
 
 
-def compose_command(*args: str) -> list[str]:
+def compose_command(*args: str, env_file: Path | None = None) -> list[str]:
+    """docker-compose with the product's compose file and the test override; `env_file` stands
+    in for a .env in the repository (a developer's own settings)."""
     files = [arg for path in COMPOSE_FILES for arg in ("-f", str(path))]
-    return ["docker-compose", *files, *args]
+    env = ["--env-file", str(env_file)] if env_file is not None else []
+    return ["docker-compose", *files, *env, *args]
 
 
 def build_deployment(seconds: float = BUILD_SECONDS, say=print) -> Deployment:
@@ -156,16 +172,28 @@ class Deployment:
         self.cache.mkdir(exist_ok=True)
         if run_dir is None:
             self.run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=WORKDIR))
-            info = {"owner": os.getpid(), "project": f"mn8test{os.getpid()}", "port": _free_port()}
+            info = {
+                "owner": os.getpid(),
+                "project": f"mn8test{os.getpid()}",
+                "port": _free_port(),
+                "api_key": secrets.token_hex(24),
+            }
             (self.run_dir / "run.json").write_text(json.dumps(info))
         else:
             self.run_dir = run_dir
             info = json.loads((run_dir / "run.json").read_text())
         self.owner, self.project, self.port = info["owner"], info["project"], info["port"]
+        self.api_key: str = info.get("api_key", "")
+        # The user's workflows folder (MINI_N8N_WORKFLOWS), mounted into the api: empty at first.
+        self.workflows = self.run_dir / "workflows"
+        self.workflows.mkdir(exist_ok=True)
+        self.env_file = self.run_dir / "empty.env"
+        self.env_file.touch()
         self.socket = self.run_dir / "podman.sock"
         tag = _host_codename()
         self.base_image = f"localhost/mini-n8n-test-python:{tag}"
         self.redis_image = f"localhost/mini-n8n-test-redis:{tag}"
+        self.proxy_image = f"localhost/mini-n8n-test-nginx:{tag}"
         self.app_image = f"localhost/{self.project}-mini-n8n:latest"
         self.env = self._environment()
         self.started: float | None = None  # when the engine was started (build step)
@@ -187,7 +215,11 @@ class Deployment:
             f'graphroot = "{self.run_dir / "storage"}"\n'
             f'runroot = "{self.run_dir / "runroot"}"\n'
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "COMPOSE_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DOCKER_", "COMPOSE_")) and k not in PRODUCT_VARIABLES
+        }
         env.update(
             CONTAINERS_CONF=str(conf),
             CONTAINERS_STORAGE_CONF=str(storage),
@@ -199,8 +231,10 @@ class Deployment:
             MINI_N8N_TEST_CONTEXT=str(self.run_dir / "context"),
             MINI_N8N_TEST_BASE_IMAGE=self.base_image,
             MINI_N8N_TEST_REDIS_IMAGE=self.redis_image,
+            MINI_N8N_TEST_PROXY_IMAGE=self.proxy_image,
+            MINI_N8N_API_KEY=self.api_key,
+            MINI_N8N_WORKFLOWS=str(self.workflows),
         )
-        env.pop("MINI_N8N_API_KEY", None)
         return env
 
     # --- build --------------------------------------------------------------------------
@@ -239,8 +273,12 @@ class Deployment:
     def podman(self, *args: str, timeout: float = 60, check: bool = True, **kwargs):
         return _run(["podman", *args], self.env, timeout, check, **kwargs)
 
-    def compose(self, *args: str, timeout: float = 120, check: bool = True, **kwargs):
-        return _run(compose_command(*args), self.env, timeout, check, cwd=ROOT, **kwargs)
+    def compose(
+        self, *args: str, timeout: float = 120, check: bool = True, env=None, **kwargs
+    ) -> subprocess.CompletedProcess:
+        """docker-compose in this deployment's environment (`env`: another one)."""
+        command = compose_command(*args, env_file=self.env_file)
+        return _run(command, self.env if env is None else env, timeout, check, cwd=ROOT, **kwargs)
 
     def images(self) -> list[str]:
         out = self.podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout
@@ -248,15 +286,15 @@ class Deployment:
 
     # --- images and build context -------------------------------------------------------
     def prepare_base_images(self, rootfs: Path, deadline: Deadline) -> None:
-        for image, cmd in (
-            (self.base_image, '["/bin/bash"]'),
-            (self.redis_image, '["redis-server"]'),
-        ):
-            with open(rootfs / "rootfs.tar", "rb") as tar:
-                self.podman(
-                    "import", "--change", f"CMD {cmd}", "-", image,
-                    stdin=tar, timeout=deadline.left(300),
-                )  # fmt: skip
+        """One Debian image under three names: the compose file gives redis and the proxy their
+        commands, so they need no image of their own."""
+        with open(rootfs / "rootfs.tar", "rb") as tar:
+            self.podman(
+                "import", "--change", 'CMD ["/bin/bash"]', "-", self.base_image,
+                stdin=tar, timeout=deadline.left(300),
+            )  # fmt: skip
+        for image in (self.redis_image, self.proxy_image):
+            self.podman("tag", self.base_image, image, timeout=deadline.left(60))
 
     def prepare_context(self, wheels: Path) -> None:
         """The repository as a build context, plus wheels/ for `pip install --no-index`."""

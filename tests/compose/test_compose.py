@@ -1,5 +1,7 @@
-"""The compose deployment, run for real: build from an empty image store, up, chat over the
-published port, scale workers, inspect Redis with redis-cli, restart, lose a worker, go down.
+"""The compose deployment, run for real: build from an empty image store; `up` without a key
+refused; no workflow until the user's folder has one, the examples only with MINI_N8N_DEMO; chat
+through the proxy on the published port; scale workers and the api; inspect Redis with
+redis-cli; lose a worker; restart; a Redis password; credentials from a docker secret; go down.
 
 The tests share one deployment and run in file order (each builds on the state the previous one
 left). Its images are built before the first test, in a step with a deadline of its own
@@ -15,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shutil
 import subprocess
 import threading
 import time
@@ -24,19 +28,23 @@ from datetime import datetime
 import httpx
 import pytest
 
-from tests.compose.harness import ROOT, compose_command
+from mini_n8n.cli import MISSING_API_KEY
+from tests.compose.harness import HERE, ROOT, compose_command
 
 pytestmark = pytest.mark.compose
 
 CHAT = "/webhook/0c8e6a52-3f5b-4d0e-8a9c-7b1d2e3f4a51/chat"  # bundled example, Redis memory
-# tests/compose/workflows/chat-slow.json: the same workflow with a model that waits 200 ms/token.
+# tests/compose/workflows/chat-slow.json: the same workflow with a model that waits 200 ms/token,
+# the user's own workflow (their folder, MINI_N8N_WORKFLOWS, gets it).
 SLOW_CHAT = "/webhook/5e6f7a8b-1c2d-4e3f-9a0b-c1d2e3f4a5b6/chat"
+SLOW_WORKFLOW = HERE / "workflows" / "chat-slow.json"
+EXAMPLES = ROOT / "examples" / "workflows"
 CALCULATOR_ANSWER = "Based on the tools: Calculator returned 437."
 LEASE_SECONDS, KEEPALIVE_SECONDS = 2.0, 1.0  # as docker-compose.test.yml sets them
 WHOLE_TEST_SECONDS = 300
-# `down` stops the services one after another (workers, then the api, then redis). Idle, each
-# stops within about 4 s of the one before; a stop timeout (25 s, then SIGKILL) would show.
-STOP_ORDER, STOP_SECONDS = ("worker", "api", "redis"), 10
+# `down` stops the services in stages (the proxy and the workers, then the api, then redis). Idle,
+# each stage ends within about 4 s of the one before; a stop timeout (25 s, then SIGKILL) would show.
+STOP_STAGES, STOP_SECONDS = (("proxy", "worker"), ("api",), ("redis",)), 10
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -67,7 +75,30 @@ def without_keepalives(chunks) -> list[dict]:
 
 
 def redis_cli(d, *args: str) -> str:
-    return d.compose("exec", "-T", "redis", "redis-cli", *args, timeout=60).stdout
+    """redis-cli in the redis container, as the README runs it (`--user default`: logged in with
+    REDIS_PASSWORD when one is set)."""
+    return d.compose(
+        "exec", "-T", "redis", "redis-cli", "--user", "default", *args, timeout=60
+    ).stdout
+
+
+def rest(d, path: str) -> httpx.Response:
+    return httpx.get(f"{d.url}/rest{path}", headers={"X-N8N-API-KEY": d.api_key}, timeout=10)
+
+
+def post_chat(d, path: str) -> httpx.Response:
+    body = {"action": "sendMessage", "sessionId": "nobody", "chatInput": "hi"}
+    return httpx.post(d.url + path, json=body, timeout=30)
+
+
+def active_workflows(d) -> list[str]:
+    response = rest(d, "/workflows")
+    assert response.status_code == 200, response.text
+    return sorted(w["id"] for w in response.json()["data"] if w.get("active"))
+
+
+def workflow_id(path) -> str:
+    return json.loads(path.read_text())["id"]
 
 
 def executions(d, ids: list[str]) -> list[dict]:
@@ -116,6 +147,43 @@ def all_healthy(d) -> bool:
     return bool(statuses) and all("(healthy)" in status for status in statuses)
 
 
+def containers_of(d, service: str, *, healthy: bool = False) -> list[str]:
+    """The running containers of one service (only the healthy ones, if asked)."""
+    out = d.podman(
+        "ps", "--filter", f"label=com.docker.compose.project={d.project}",
+        "--filter", f"label=com.docker.compose.service={service}",
+        "--format", "{{.ID}} {{.Status}}",
+    ).stdout  # fmt: skip
+    rows = [line.partition(" ") for line in out.splitlines() if line.strip()]
+    return [c for c, _, status in rows if not healthy or "(healthy)" in status]
+
+
+def healthy_apis(d, count: int) -> list[str] | None:
+    found = containers_of(d, "api", healthy=True)
+    return found if len(found) == count else None
+
+
+def logs_of(d, container: str) -> str:
+    logs = d.podman("logs", container, check=False)
+    return logs.stdout + logs.stderr
+
+
+def up_and_ready(d, *args: str) -> None:
+    """`up -d` (recreating what changed), then the api answers through the proxy, every worker
+    is ready and every service healthy."""
+    started = time.monotonic()
+    d.compose("up", "-d", *args, timeout=120)
+    times = [f"up -d {time.monotonic() - started:.1f} s"]
+    for probe, what in (
+        (lambda: ready(d), "/readyz through the proxy"),
+        (lambda: ready_workers(d), "the workers ready"),
+        (lambda: all_healthy(d), "every service healthy"),
+    ):
+        wait_until(d, probe, 90, what)
+        times.append(f"{what} {time.monotonic() - started:.1f} s")
+    print(f"\nup: {', '.join(times)}")
+
+
 def worker_of(record: dict) -> tuple[str, int]:
     return record["worker"]["host"], record["worker"]["pid"]
 
@@ -130,6 +198,11 @@ def ada_session(d) -> str:
 def running_containers(d) -> list[str]:
     label = f"label=com.docker.compose.project={d.project}"
     return d.podman("ps", "-q", "--filter", label).stdout.split()
+
+
+def all_containers(d) -> list[str]:
+    label = f"label=com.docker.compose.project={d.project}"
+    return d.podman("ps", "-a", "-q", "--filter", label).stdout.split()
 
 
 def stopped_containers(d, ids: list[str]) -> list[dict]:
@@ -155,9 +228,11 @@ def timestamp(iso: str) -> float:
 def test_docker_compose_config_accepts_the_compose_file_and_the_test_override(compose_cli):
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "MINI_N8N_API_KEY": "a-key",
         "MINI_N8N_TEST_CONTEXT": str(ROOT),
         "MINI_N8N_TEST_BASE_IMAGE": "localhost/base",
         "MINI_N8N_TEST_REDIS_IMAGE": "localhost/redis",
+        "MINI_N8N_TEST_PROXY_IMAGE": "localhost/nginx",
     }
     product_only = ["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"]
     for cmd in (product_only, compose_command("config", "-q")):
@@ -165,19 +240,102 @@ def test_docker_compose_config_accepts_the_compose_file_and_the_test_override(co
         assert result.returncode == 0, result.stderr
 
 
+def test_up_without_an_api_key_fails_saying_how_to_set_it_and_starts_nothing(deployment):
+    d = deployment
+    # The compose file's own words, after `:?` in ${MINI_N8N_API_KEY:?...}.
+    compose_file = (ROOT / "docker-compose.yml").read_text()
+    message = re.search(r"\$\{MINI_N8N_API_KEY:\?([^}]*)\}", compose_file)[1]
+    assert "set MINI_N8N_API_KEY" in message and ".env next to docker-compose.yml" in message
+    without_key = {k: v for k, v in d.env.items() if k != "MINI_N8N_API_KEY"}
+    refused = d.compose("up", "-d", env=without_key, check=False, timeout=60)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().endswith(message), refused.stderr
+    assert all_containers(d) == []
+
+
 def test_builds_from_an_empty_image_store_starts_and_answers_health(deployment):
     d = deployment
     # The build step (conftest.py) imported the base images and ran `docker-compose build`.
     assert d.images_before_build == []
-    assert {d.base_image, d.redis_image, d.app_image} <= set(d.images())
+    assert {d.base_image, d.redis_image, d.proxy_image, d.app_image} <= set(d.images())
     d.compose("up", "-d", timeout=90)
-    wait_until(d, lambda: ready(d), 90, "/readyz of the api")
+    wait_until(d, lambda: ready(d), 90, "/readyz of the api through the proxy")
     assert httpx.get(d.url + "/healthz", timeout=5).json() == {"status": "ok"}
     wait_until(d, lambda: ready_workers(d), 90, "the worker to be ready")
     wait_until(d, lambda: all_healthy(d), 90, "every service to be healthy")
 
 
-def test_streams_the_calculator_answer_line_by_line_over_the_published_port(deployment):
+def test_the_image_refuses_to_start_the_api_without_a_key_saying_how_to_set_it(deployment):
+    d = deployment
+    # The built image on its own, as `docker run` starts it (compose's own check is above).
+    # (--no-healthcheck: podman would say on stderr that it has no systemd to run it with.)
+    done = d.podman(
+        "run", "--rm", "--no-healthcheck", "-e", "MINI_N8N_API_KEY=", d.app_image, "api",
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == f"mini-n8n: {MISSING_API_KEY}\n"
+
+
+def test_containers_rotate_their_logs_and_run_within_the_documented_limits(deployment):
+    d = deployment
+    limits = {  # service: (memory, CPUs), as docker-compose.yml sets them
+        "redis": (1 << 30, 1.0),
+        "api": (512 << 20, 1.0),
+        "worker": (1 << 30, 1.0),
+        "proxy": (128 << 20, 0.5),
+    }
+    found = {}
+    for c in json.loads(d.podman("inspect", *running_containers(d)).stdout):
+        host = c["HostConfig"]
+        found[c["Config"]["Labels"]["com.docker.compose.service"]] = (
+            host["Memory"],
+            host["NanoCpus"] / 1e9,
+            host["LogConfig"]["Size"],
+        )
+    assert found == {service: (*limit, "10MB") for service, limit in limits.items()}
+
+
+def test_without_the_demo_no_workflow_is_active_until_the_users_folder_provides_one(deployment):
+    d = deployment
+    assert active_workflows(d) == []
+    assert post_chat(d, CHAT).status_code == 404
+    assert post_chat(d, SLOW_CHAT).status_code == 404
+
+    shutil.copy(SLOW_WORKFLOW, d.workflows / SLOW_WORKFLOW.name)
+    d.compose("restart", "api", timeout=90)  # the api imports the folder at its start
+    wait_until(d, lambda: ready(d), 90, "/readyz after the api restarted")
+    assert active_workflows(d) == [workflow_id(SLOW_WORKFLOW)]
+    turn = chat(d, "What is 19 * 23?", session=f"mine-{uuid.uuid4().hex[:8]}", path=SLOW_CHAT)
+    assert turn["answer"] == CALCULATOR_ANSWER, turn["chunks"]
+    assert post_chat(d, CHAT).status_code == 404
+
+
+def test_the_demo_setting_activates_the_bundled_examples_beside_the_users_workflows(deployment):
+    d = deployment
+    d.env["MINI_N8N_DEMO"] = "true"
+    up_and_ready(d)
+    bundled = [workflow_id(path) for path in EXAMPLES.glob("*.json")]
+    assert active_workflows(d) == sorted([*bundled, workflow_id(SLOW_WORKFLOW)])
+    turn = chat(d, "What is 19 * 23?", session=f"demo-{uuid.uuid4().hex[:8]}")
+    assert turn["answer"] == CALCULATOR_ANSWER, turn["chunks"]
+
+
+def test_mini_n8n_in_the_api_container_lists_and_deactivates_workflows_as_the_readme_says(
+    deployment,
+):
+    d = deployment
+    greeting = workflow_id(EXAMPLES / "webhook-greeting-last-node.json")
+    listed = d.compose("exec", "-T", "api", "mini-n8n", "workflows", timeout=60)
+    rows = [line.split("\t")[:2] for line in listed.stdout.splitlines()]
+    assert [greeting, "active"] in rows, listed.stdout
+    assert listed.stderr == "Redis: redis://:***@redis:6379/0 (REDIS_URL)\n"
+    done = d.compose("exec", "-T", "api", "mini-n8n", "deactivate", greeting, timeout=60)
+    assert done.stdout == f"deactivated {greeting}\n"
+    assert greeting not in active_workflows(d)
+
+
+def test_streams_the_calculator_answer_line_by_line_through_the_proxy(deployment):
     d = deployment
     turn = chat(d, "What is 19 * 23?", session=f"calc-{uuid.uuid4().hex[:8]}")
     assert turn["headers"]["content-type"].startswith("application/x-ndjson")
@@ -185,7 +343,10 @@ def test_streams_the_calculator_answer_line_by_line_over_the_published_port(depl
     assert turn["chunks"][0]["type"] == "begin"
     assert turn["chunks"][-1]["type"] == "end"
     assert turn["answer"] == CALCULATOR_ANSWER, turn["chunks"]
+    assert_streamed_line_by_line(d)
 
+
+def assert_streamed_line_by_line(d) -> None:
     slow = chat(d, "What is 19 * 23?", session=f"slow-{uuid.uuid4().hex[:8]}", path=SLOW_CHAT)
     assert slow["answer"] == CALCULATOR_ANSWER, slow["chunks"]
     items = [t for t, chunk in slow["lines"] if chunk["type"] == "item"]
@@ -286,6 +447,32 @@ def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_kee
     assert again["answer"] == CALCULATOR_ANSWER, again["chunks"]
 
 
+def test_two_api_containers_behind_the_proxy_serve_chats_on_one_port_and_stream_line_by_line(
+    deployment,
+):
+    d = deployment
+    d.compose("up", "-d", "--scale", "api=2", "--scale", "worker=3", timeout=120)
+    apis = wait_until(d, lambda: healthy_apis(d, 2), 90, "two healthy api containers")
+    ids: list[str] = []
+
+    def served_by_both():
+        """Four more chats through the published port, then which api container logged each."""
+        for _ in range(4):
+            turn = chat(d, "What is 19 * 23?", session=f"apis-{uuid.uuid4().hex[:8]}")
+            assert turn["answer"] == CALCULATOR_ANSWER, (turn["execution"], turn["chunks"])
+            ids.append(turn["execution"])
+        logs = {api: logs_of(d, api) for api in apis}
+        served = {api: {i for i in ids if i in text} for api, text in logs.items()}
+        return served if all(served.values()) else None
+
+    # The proxy looks `api` up again every 5 s and then spreads requests over both.
+    served = wait_until(d, served_by_both, 60, "chats served by both api containers", every=0.1)
+    print(f"\n{len(ids)} chats: {[len(found) for found in served.values()]} by each api")
+    first, second = served.values()
+    assert not first & second, "one execution logged by both api containers"
+    assert_streamed_line_by_line(d)
+
+
 def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     d = deployment
     # `stop` then `down` is what `down` does; split, so a slow stop leaves logs to look at.
@@ -294,12 +481,12 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     d.compose("stop", timeout=120)
     stopped = time.time() - started
     containers = stopped_containers(d, running)
-    # How long each service took to stop, from when the one before it was down (or from the
+    # How long each stage took to stop, from when the one before it was down (or from the
     # start): podman's own work on a busy machine counts against it, never in its favour.
     stages, previous = {}, started
-    for service in STOP_ORDER:
-        finished = max(c["finished"] for c in containers if c["service"] == service)
-        stages[service], previous = finished - previous, finished
+    for services in STOP_STAGES:
+        finished = max(c["finished"] for c in containers if c["service"] in services)
+        stages["+".join(services)], previous = finished - previous, finished
     killed = [c for c in containers if c["exit"] != 0]  # 137: SIGKILL after the stop timeout
     slow = max(stages.values()) >= STOP_SECONDS
     logs = (killed or slow) and d.compose("logs", "--no-color", "-t", "--tail", "30").stdout
@@ -314,6 +501,94 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     wait_until(d, lambda: ready(d), 90, "/readyz after up")
     assert f"chat:{ada_session(d)}" in redis_cli(d, "--scan", "--pattern", "chat:*").split()
     assert chat(d, "What is my name?", ada_session(d))["answer"] == "Your name is Ada."
+
+
+def test_with_a_redis_password_every_service_works_and_redis_refuses_clients_without_it(
+    deployment,
+):
+    d = deployment
+    d.compose("down", timeout=120)  # the volume stays: Ada's memory is still in it
+    d.env["REDIS_PASSWORD"] = password = secrets.token_hex(16)
+    up_and_ready(d)  # every healthcheck passes with the password
+    # proxy -> api -> Redis -> a worker -> Redis memory (Ada's, from before the password).
+    assert chat(d, "What is my name?", ada_session(d))["answer"] == "Your name is Ada."
+    assert f"chat:{ada_session(d)}" in redis_cli(d, "--scan", "--pattern", "chat:*").split()
+    anonymous = d.compose(
+        "exec", "-T", "redis", "env", "-u", "REDISCLI_AUTH", "redis-cli", "ping", timeout=60
+    ).stdout
+    assert anonymous.strip() == "NOAUTH Authentication required."
+    logs = d.compose("logs", "--no-color", timeout=60).stdout
+    assert password not in logs
+
+
+def test_a_backup_taken_as_the_readme_says_holds_the_sessions(deployment):
+    d = deployment
+    assert redis_cli(d, "BGSAVE").strip() == "Background saving started"
+    wait_until(
+        d, lambda: "rdb_bgsave_in_progress:0" in redis_cli(d, "INFO", "persistence"), 60,
+        "the snapshot to be written",
+    )  # fmt: skip
+    assert "rdb_last_bgsave_status:ok" in redis_cli(d, "INFO", "persistence")
+    # `docker compose exec -T redis cat /data/dump.rdb > mini-n8n-redis.rdb`, bytes as they are.
+    copy = subprocess.run(
+        compose_command("exec", "-T", "redis", "cat", "/data/dump.rdb", env_file=d.env_file),
+        env=d.env, cwd=ROOT, capture_output=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert copy.startswith(b"REDIS")
+    assert f"chat:{ada_session(d)}".encode() in copy
+
+
+def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_workers(
+    deployment,
+):
+    d = deployment
+    password = d.env.get("REDIS_PASSWORD", "")
+    openai_key, env_key = f"sk-file-{secrets.token_hex(8)}", f"sk-env-{secrets.token_hex(8)}"
+    # Chat memory in database 2 through the secret's `redis` credential, so a turn shows that
+    # the worker read it.
+    credentials = [
+        {"id": "memory", "name": "Chat memory", "type": "redis",
+         "data": {"host": "redis", "port": 6379, "database": 2, "password": password}},
+        {"id": "openai", "name": "OpenAI", "type": "openAiApi", "data": {"apiKey": openai_key}},
+    ]  # fmt: skip
+    secret = d.run_dir / "credentials.json"
+    secret.write_text(json.dumps(credentials))
+    secret.chmod(0o644)  # the image's user reads it
+    # The user's chat whose Redis Chat Memory names that credential, as an n8n export does.
+    workflow = json.loads((EXAMPLES / "chat-calculator-redis.json").read_text())
+    workflow["id"] = "composeCredentialChat"
+    for n in workflow["nodes"]:
+        if n["name"] == "When chat message received":
+            n["parameters"]["path"] = "credential-chat"
+        if n["name"] == "Redis Chat Memory":
+            n["credentials"] = {"redis": {"id": "memory", "name": "Chat memory"}}
+    (d.workflows / "chat-credential.json").write_text(json.dumps(workflow))
+    d.env.update(MINI_N8N_CREDENTIALS_SECRET=str(secret), OPENAI_API_KEY=env_key)
+    up_and_ready(d)  # the api and the workers are created again, with the secret
+
+    session = f"secret-{uuid.uuid4().hex[:8]}"
+    turn = chat(d, "My name is Grace", session, path="/webhook/credential-chat")
+    assert turn["answer"] == "Nice to meet you, Grace!", turn["chunks"]
+    stored = redis_cli(d, "-n", "2", "LRANGE", f"chat:{session}", "0", "-1").splitlines()
+    assert [json.loads(m)["data"]["content"] for m in stored] == [
+        "Nice to meet you, Grace!", "My name is Grace",
+    ]  # fmt: skip
+    assert redis_cli(d, "EXISTS", f"chat:{session}").strip() == "0"
+
+    listing = "import json; from core.credentials import CredentialStore as S; " + (
+        "print(json.dumps([(c['id'], c['type'], c['data']) for c in S.from_env().redacted()]))"
+    )
+    seen = d.compose("exec", "-T", "worker", "python", "-c", listing, timeout=60).stdout
+    assert json.loads(seen) == [
+        ["memory", "redis", {"host": "redis", "port": 6379, "database": 2, "password": "***"}],
+        ["openai", "openAiApi", {"apiKey": "***"}],
+        ["", "openAiApi", {"apiKey": "***"}],  # OPENAI_API_KEY, the fallback
+    ]
+    same = f"import os, sys; sys.exit(os.environ['OPENAI_API_KEY'] != {env_key!r})"
+    d.compose("exec", "-T", "worker", "python", "-c", same, timeout=60)
+    logs = d.compose("logs", "--no-color", timeout=60).stdout
+    for value in (openai_key, env_key, d.api_key, password):
+        assert value not in logs
 
 
 def test_the_whole_compose_test_stays_under_five_minutes(deployment):

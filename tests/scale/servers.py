@@ -118,6 +118,7 @@ http {{
     uwsgi_temp_path {workdir}/uwsgi;
     scgi_temp_path {workdir}/scgi;
     # Round robin, no stickiness: consecutive requests go to different api processes.
+    map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
     upstream api {{
 {servers}
         keepalive 32;
@@ -127,7 +128,8 @@ http {{
         location / {{
             proxy_pass http://api;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Upgrade $http_upgrade;  # the Chat node's WebSocket
+            proxy_set_header Connection $connection_upgrade;
             proxy_set_header Host $host;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             # No proxy_buffering directive: the api's X-Accel-Buffering: no must be enough.

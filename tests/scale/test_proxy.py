@@ -1,6 +1,7 @@
 """Several api processes behind a real nginx (round robin, no sticky sessions): streams stay
 incremental through the proxy, every stream completes exactly, one session's messages keep their
-order whichever process takes them, and the editor's push reaches a tab held by another process."""
+order whichever process takes them, and the editor's push and a Chat node's WebSocket reach a
+client held by another process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ import threading
 import httpx
 import pytest
 
+from tests.chat.conversation import (
+    CONTINUE,
+    FIRST,
+    ask_name_workflow,
+    next_frame,
+    open_chat,
+    reply,
+    start,
+)
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.scale.servers import nginx
@@ -179,3 +189,19 @@ def test_the_editor_push_reaches_a_tab_held_by_another_api_process(proxied):
     # The tab's stream and the run were taken by different processes.
     run_api = served_by(proxied, path=f"/rest/workflows/{workflow['id']}/chat")
     assert served_by(proxied, path="/rest/push") != run_api
+
+
+def test_a_chat_node_conversation_whose_socket_lands_on_another_process(proxied):
+    """The POST that starts the execution and the WebSocket that carries its messages are taken
+    by different api processes; the messages come through the pub/sub path all the same."""
+    workflow = proxied.activate(ask_name_workflow())
+    execution_id = start(proxied.base, workflow, "px-ask")
+    with open_chat(proxied.base, "px-ask", execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        reply(ws, "px-ask", "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+        assert next_frame(ws) == CONTINUE
+    assert proxied.execution(execution_id)["status"] == "success"
+    post_api = served_by(proxied, execution_id=execution_id)
+    socket_api = served_by(proxied, path="/chat")
+    assert post_api != socket_api
