@@ -18,7 +18,7 @@ from tests.chat.conversation import (
     ask_name_workflow,
     next_frame,
     open_chat,
-    reply,
+    reply as send_reply,
     start,
 )
 from tests.e2e.client import stream_chat
@@ -198,7 +198,7 @@ def test_a_chat_node_conversation_whose_socket_lands_on_another_process(proxied)
     execution_id = start(proxied.base, workflow, "px-ask")
     with open_chat(proxied.base, "px-ask", execution_id) as ws:
         assert next_frame(ws) == FIRST
-        reply(ws, "px-ask", "Ada")
+        send_reply(ws, "px-ask", "Ada")
         assert next_frame(ws) == "Nice to meet you, Ada!"
         assert next_frame(ws) == CONTINUE
     assert proxied.execution(execution_id)["status"] == "success"
