@@ -18,8 +18,10 @@ from tests.chat.conversation import (
     ask_name_workflow,
     next_frame,
     open_chat,
-    reply as send_reply,
     start,
+)
+from tests.chat.conversation import (
+    reply as send_reply,
 )
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
