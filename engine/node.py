@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
+from engine.description import NodeDescription
+
 if TYPE_CHECKING:
     from engine.services import Services
     from engine.webhooks import WebhookSpec
@@ -104,11 +106,31 @@ class SubInput:
 
 
 class NodeType:
+    """A node type: its `description` (engine/description.py) and its entry point.
+
+    `kind`, `sub_output`, `sub_inputs` and `defaults` are read from the description when the
+    class is defined, so the engine and the editor's forms (GET /rest/node-types) share it."""
+
     type: ClassVar[str]
+    description: ClassVar[NodeDescription]
     kind: ClassVar[Literal["trigger", "main", "sub"]] = "main"
     sub_output: ClassVar[str | None] = None  # connection type a sub-node supplies
     sub_inputs: ClassVar[dict[str, SubInput]] = {}  # ai_* inputs a main node consumes
     defaults: ClassVar[dict[str, Any]] = {}  # parameter defaults, n8n names
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        desc = cls.__dict__.get("description")
+        if desc is None:
+            return
+        cls.defaults = desc.defaults()
+        cls.sub_output = desc.sub_output()
+        cls.kind = "trigger" if desc.group == "trigger" else "sub" if cls.sub_output else "main"
+        cls.sub_inputs = {
+            i.type: SubInput(required=i.required, max_connections=i.max_connections)
+            for i in desc.inputs
+            if i.type != "main"
+        }
 
     def validate(self, node: Node) -> None:
         """Raise WorkflowValidationError for parameters that can never work."""
