@@ -23,6 +23,8 @@
 | GET    /rest/push?pushRef=&key=         | the tab's events over SSE (`api.push`)             |
 | GET    /rest/node-types                 | {"data": [each node type's description]}           |
 | GET    /rest/credentials                | {"data": [{id, name, type}]}: never the data       |
+| POST   /rest/expressions/preview        | {workflowId, executionId, node, expression} ->     |
+|                                         |   {"result"} or {"error"} (engine/preview.py)      |
 
 Views validate, hand off to the stores in `api.runtime` and answer JSON; errors are ApiError
 (and the stores' own errors), turned into `{"message": ...}` by `api.errors`.
@@ -38,4 +40,11 @@ bp = Blueprint("rest", __name__, url_prefix="/rest")
 bp.before_request(auth.require_key)
 
 # The route modules register themselves on `bp`.
-from api.rest import credentials, executions, node_types, sessions, workflows  # noqa: E402, F401
+from api.rest import (  # noqa: E402, F401
+    credentials,
+    executions,
+    expressions,
+    node_types,
+    sessions,
+    workflows,
+)

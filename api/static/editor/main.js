@@ -1,18 +1,25 @@
 // The editor page: wires the REST client, the push connection, the execution store and the
-// views together. `window.editor` exposes the live state for debugging (and for the tests).
+// views together, and holds the workflow being edited (a WorkflowDoc, with undo/redo).
+// `window.editor` exposes the live state for debugging (and for the tests).
 
 import { Api, KEY_STORAGE, takeKey } from "./api.js";
 import { Canvas } from "./canvas.js";
 import { ChatPanel } from "./chat.js";
+import { NodeCreator } from "./creator.js";
 import { ExecutionList } from "./execution-list.js";
 import { Executions } from "./executions.js";
+import { NodeTypes, SLOT_LABELS } from "./node-types.js";
 import { NodeView } from "./node-view.js";
+import { parameterForm } from "./params.js";
 import { Push } from "./push.js";
 import { FINISHED, el, randomId } from "./util.js";
+import { Lifecycle } from "./lifecycle.js";
+import { WorkflowDoc } from "./workflow-doc.js";
 
 const POLL_MS = 3000; // how often unfinished executions are checked when push has been quiet
 const QUIET_MS = 5000;
 const CHAT_TRIGGER = "@n8n/n8n-nodes-langchain.chatTrigger";
+const REFIT = new Set(["open", "add", "delete", "undo", "redo"]);
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -20,10 +27,25 @@ const api = new Api(takeKey());
 const pushRef = randomId();
 const push = new Push(api.pushUrl(pushRef));
 const executions = new Executions();
-const state = { workflow: null, current: null };
+const state = {
+  doc: null,
+  current: null,
+  types: new NodeTypes(),
+  credentials: [],
+  issues: new Map(), // node name -> the engine's validation message
+  get workflow() {
+    return this.doc ? this.doc.data : null;
+  },
+};
 
-const canvas = new Canvas($("#canvas"), { onNodeClick: openNode });
-const nodeView = new NodeView($("#ndv"), { api, executions });
+const canvas = new Canvas($("#canvas"), {
+  onNodeClick: openNode,
+  onSlotClick: addToSlot,
+  onMove: (name, position) => state.doc.moveNode(name, position),
+  onConnect: connectMain,
+});
+const creator = new NodeCreator($("#creator"));
+const nodeView = new NodeView($("#ndv"), { api, executions, form: nodePanel });
 const chat = new ChatPanel($("#chat"), {
   api,
   push,
@@ -37,19 +59,57 @@ const executionList = new ExecutionList($("#execution-list"), {
   onSelect: (id) => selectExecution(id),
   onError: showError,
 });
+const lifecycle = new Lifecycle({
+  api,
+  state,
+  showError,
+  notify,
+  setDoc,
+  listWorkflows,
+  openWorkflow,
+  opened: (id) => {
+    chat.forWorkflow(id);
+    executionList.load(id);
+  },
+});
 
 window.editor = { executions, push, pushRef, state };
 
 // --- workflows --------------------------------------------------------------------------
-async function loadWorkflows() {
+async function boot() {
   let workflows;
   try {
-    workflows = await api.workflows();
+    const [list, types, credentials] = await Promise.all([
+      api.workflows(),
+      api.nodeTypes(),
+      api.credentials(),
+    ]);
+    workflows = list;
+    state.types = new NodeTypes(types);
+    state.credentials = credentials;
   } catch (err) {
     if (err.status === 401 || err.status === 403) return askForKey(err);
     return showError(err);
   }
+  canvas.setTypes(state.types);
+  creator.setTypes(state.types);
   push.connect();
+  renderList(workflows);
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("workflow");
+  const first = workflows.find((w) => w.id === wanted) || workflows[0];
+  if (first) await openWorkflow(first.id);
+  else setDoc(lifecycle.blank());
+}
+
+async function listWorkflows() {
+  try {
+    renderList(await api.workflows());
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function renderList(workflows) {
   const list = $("#workflow-list");
   list.replaceChildren(
     ...workflows.map((w) =>
@@ -62,58 +122,191 @@ async function loadWorkflows() {
     ),
   );
   if (!workflows.length) list.append(el("li", { class: "muted", text: "No workflows stored." }));
-  const wanted = new URLSearchParams(location.hash.slice(1)).get("workflow");
-  const first = workflows.find((w) => w.id === wanted) || workflows[0];
-  if (first) await openWorkflow(first.id);
+  markListed();
 }
 
-async function openWorkflow(id) {
+function markListed() {
+  const id = state.workflow?.id;
+  for (const li of $("#workflow-list").children) {
+    li.classList.toggle("selected", Boolean(id) && li.dataset.workflowId === id);
+  }
+}
+
+async function openWorkflow(id, { force = false } = {}) {
+  if (!force && !lifecycle.confirmDiscard()) return;
   let workflow;
   try {
     workflow = await api.workflow(id);
   } catch (err) {
     return showError(err);
   }
-  state.workflow = workflow;
-  state.current = null;
-  history.replaceState(null, "", `#workflow=${encodeURIComponent(id)}`);
-  for (const li of $("#workflow-list").children) {
-    li.classList.toggle("selected", li.dataset.workflowId === id);
-  }
-  $("#workflow-title").textContent = workflow.name || id;
-  renderActive();
-  canvas.render(workflow);
-  canvas.show(null);
-  const canChat = (workflow.nodes || []).some((n) => n.type === CHAT_TRIGGER);
-  $("#open-chat").disabled = !canChat;
-  chat.forWorkflow(id);
-  if (!canChat) chat.close();
-  updateExecutionState();
+  setDoc(workflow);
   await executionList.load(id);
 }
 
+// Start editing `workflow` (a stored one, or a blank one without an id).
+function setDoc(workflow) {
+  const previous = state.workflow?.id;
+  state.doc = new WorkflowDoc(workflow);
+  state.doc.addEventListener("change", (e) => onDocChange(e.detail.kind));
+  state.current = null;
+  state.issues = new Map();
+  lifecycle.hideConflict();
+  nodeView.dialog.open && nodeView.dialog.close();
+  const id = workflow.id;
+  history.replaceState(null, "", id ? `#workflow=${encodeURIComponent(id)}` : location.pathname);
+  if (id !== previous || !id) chat.forWorkflow(id || null);
+  onDocChange("open");
+  canvas.show(null);
+  if (!id) executionList.load(null);
+}
+
+function onDocChange(kind) {
+  const workflow = state.workflow;
+  if (kind === "saved") state.issues = new Map();
+  canvas.render(workflow, { fit: REFIT.has(kind) });
+  canvas.show(state.current ? executions.get(state.current) || null : null);
+  canvas.showIssues(state.issues);
+  const nameInput = $("#workflow-name");
+  if (document.activeElement !== nameInput) nameInput.value = workflow.name || "";
+  document.body.dataset.dirty = String(state.doc.dirty);
+  $("#dirty").hidden = !state.doc.dirty;
+  $("#undo").disabled = !state.doc.undoStack.length;
+  $("#redo").disabled = !state.doc.redoStack.length;
+  const canChat = (workflow.nodes || []).some((n) => n.type === CHAT_TRIGGER);
+  $("#open-chat").disabled = !canChat || !workflow.id;
+  if (!canChat) chat.close();
+  $("#delete-workflow").disabled = !workflow.id;
+  renderActive();
+  markListed();
+  if (nodeView.dialog.open && nodeView.node) {
+    const name = kind === "rename" ? lifecycle.renamedTo || nodeView.node.name : nodeView.node.name;
+    nodeView.refreshForm(state.doc.node(name));
+  }
+  updateExecutionState();
+}
+
 function renderActive() {
-  const active = Boolean(state.workflow && state.workflow.active);
+  const workflow = state.workflow;
+  const active = Boolean(workflow && workflow.active);
   const button = $("#toggle-active");
-  button.hidden = !state.workflow;
+  button.hidden = !workflow || !workflow.id;
   button.textContent = active ? "Deactivate" : "Activate";
   button.dataset.active = String(active);
 }
 
+// --- editing ----------------------------------------------------------------------------
+function addNode() {
+  creator.open({ onPick: (type) => state.doc.addNode(type, canvas.placeFor(null)) });
+}
+
+function addToSlot(nodeName, slotType) {
+  const node = state.doc.node(nodeName);
+  const slot = state.types.slots(node.type).find((s) => s.type === slotType);
+  const label = SLOT_LABELS[slotType] || slotType;
+  const max = slot ? slot.maxConnections : 0;
+  if (max !== undefined && state.doc.count(nodeName, slotType) >= max) {
+    notify(`"${nodeName}" takes only ${max} ${label.toLowerCase()}: remove the connected one first.`);
+    return;
+  }
+  creator.open({
+    slot: slotType,
+    onPick: (type) =>
+      state.doc.addNode(type, canvas.placeFor(nodeName, slotType), { type: slotType, node: nodeName }),
+  });
+}
+
+function connectMain(source, target) {
+  const node = state.doc.node(target);
+  if (!state.types.hasMainInput(node.type)) {
+    notify(`"${target}" has no input to connect to.`);
+    return;
+  }
+  state.doc.connect(source, "main", target);
+}
+
+function deleteSelection() {
+  const selection = canvas.selection;
+  if (!selection) return;
+  if (selection.kind === "node") state.doc.removeNodes([selection.name]);
+  else state.doc.disconnect(selection.edge);
+}
+
+// The NDV's parameter panel: rename, the declared form, the credential picker, delete.
+function nodePanel(node) {
+  const type = state.types.get(node.type);
+  const name = el("input", { id: "ndv-name", type: "text", "aria-label": "Node name" });
+  name.value = node.name;
+  name.addEventListener("change", () => {
+    try {
+      lifecycle.renamedTo = state.doc.renameNode(node.name, name.value);
+    } catch (err) {
+      notify(err.message);
+      name.value = node.name;
+    }
+  });
+  const remove = el("button", {
+    type: "button",
+    id: "ndv-delete",
+    text: "Delete node",
+    onclick: () => {
+      nodeView.dialog.close();
+      state.doc.removeNodes([node.name]);
+    },
+  });
+  const head = el("div", { class: "ndv-head" }, el("label", { text: "Name " }, name), remove);
+  const issue = state.issues.get(node.name);
+  const issueBox = issue ? el("p", { class: "error node-issue", text: issue }) : null;
+  if (!type) return el("div", {}, head, el("p", { class: "error", text: `Unknown node type ${node.type}` }));
+  const form = parameterForm({
+    node,
+    type,
+    credentials: state.credentials,
+    onChange: (params) => state.doc.setParameters(node.name, params),
+    onCredential: (credType, credential) => state.doc.setCredential(node.name, credType, credential),
+    preview: (expression) => previewExpression(node.name, expression),
+  });
+  return el("div", {}, head, issueBox, form);
+}
+
+// An expression's value against the node's last run (the execution on display), by the engine.
+async function previewExpression(nodeName, expression) {
+  const executionId = state.current;
+  if (!executionId || !state.workflow.id) return "Preview: run the workflow to see this value.";
+  const { result, error } = await api.previewExpression({
+    workflowId: state.workflow.id,
+    executionId,
+    node: nodeName,
+    expression,
+  });
+  if (error) throw new Error(error);
+  return `Preview: ${typeof result === "string" ? result : JSON.stringify(result)}`;
+}
+
+// --- activation -------------------------------------------------------------------------
 async function toggleActive() {
   const workflow = state.workflow;
+  if (!workflow.active && state.doc.dirty && !(await lifecycle.save())) return;
   try {
     const updated = await api.setActive(workflow.id, !workflow.active);
-    workflow.active = updated.active;
-    renderActive();
-    const item = $(`#workflow-list [data-workflow-id="${CSS.escape(workflow.id)}"]`);
-    item?.querySelector(".badge")?.remove();
-    if (workflow.active) item?.append(el("span", { class: "badge active", text: "active" }));
-    for (const warning of updated.warnings || []) showError(new Error(warning));
+    state.doc.markSaved(updated);
+    for (const warning of updated.warnings || []) notify(warning);
+    await listWorkflows();
   } catch (err) {
-    showError(err);
+    showIssue(err);
   }
 }
+
+// The engine's validation error names a node: show it there, and say it.
+function showIssue(err) {
+  const node = err.body && err.body.node;
+  if (node && state.doc.node(node)) {
+    state.issues = new Map([[node, err.message]]);
+    canvas.showIssues(state.issues);
+  }
+  showError(err);
+}
+lifecycle.showIssue = showIssue;
 
 // --- executions -------------------------------------------------------------------------
 function showExecution(id) {
@@ -136,7 +329,7 @@ async function selectExecution(id) {
 }
 
 function openNode(name) {
-  const node = (state.workflow.nodes || []).find((n) => n.name === name);
+  const node = state.doc.node(name);
   const exec = state.current ? executions.get(state.current) : null;
   nodeView.open(node, exec);
 }
@@ -188,8 +381,13 @@ async function checkQuiet(force = false) {
 
 // --- page -------------------------------------------------------------------------------
 function showError(err) {
+  notify(err.message, "error");
+}
+
+function notify(message, kind = "info") {
   const box = $("#notice");
-  box.textContent = err.message;
+  box.textContent = message;
+  box.dataset.kind = kind;
   box.hidden = false;
 }
 
@@ -198,18 +396,49 @@ function askForKey(err) {
   $("#auth").hidden = false;
 }
 
+function editingText(target) {
+  return target.closest("input, textarea, select, [contenteditable]") !== null;
+}
+
+document.addEventListener("keydown", (e) => {
+  if (editingText(e.target) || $("#ndv").open || $("#import-dialog").open) return;
+  const mod = e.ctrlKey || e.metaKey;
+  const key = e.key.toLowerCase();
+  if (mod && key === "z") {
+    e.preventDefault();
+    if (e.shiftKey) state.doc.redo();
+    else state.doc.undo();
+  } else if (mod && key === "y") {
+    e.preventDefault();
+    state.doc.redo();
+  } else if (mod && key === "s") {
+    e.preventDefault();
+    lifecycle.save();
+  } else if (e.key === "Delete" || e.key === "Backspace") {
+    deleteSelection();
+  }
+});
+
 $("#auth-form").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY_STORAGE, $("#auth-key").value.trim());
   location.reload();
 });
 $("#notice").addEventListener("click", () => ($("#notice").hidden = true));
-$("#open-chat").addEventListener("click", () => chat.open());
+$("#open-chat").addEventListener("click", async () => {
+  if (state.doc.dirty && !(await lifecycle.save())) return;
+  chat.open();
+});
 $("#toggle-active").addEventListener("click", toggleActive);
+$("#add-node").addEventListener("click", addNode);
+$("#undo").addEventListener("click", () => state.doc.undo());
+$("#redo").addEventListener("click", () => state.doc.redo());
+$("#workflow-name").addEventListener("change", (e) => state.doc.setName(e.target.value.trim() || "My workflow"));
+lifecycle.wire();
 push.addEventListener("open", (e) => e.detail.reconnected && checkQuiet(true));
 push.addEventListener("push", (e) => executions.handle(e.detail));
 push.addEventListener("down", () => ($("#push-state").dataset.state = "down"));
 push.addEventListener("open", () => ($("#push-state").dataset.state = "up"));
 setInterval(() => checkQuiet(), POLL_MS);
 
-loadWorkflows();
+boot();
