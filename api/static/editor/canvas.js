@@ -126,7 +126,7 @@ export class Canvas {
     badge.append(svg("circle", { r: 13 }), svg("text", { class: "run-count", y: 5, text: "" }));
     const mark = isSub ? { x: size.w / 2, y: 22 } : { x: 8, y: 20 };
     g.append(badge, svg("text", { class: "state-mark", ...mark, text: "" }));
-    g.append(svg("text", { class: "issue", x: size.w / 2, y: size.h + 38, text: "" }));
+    g.append(svg("text", { class: "issue", x: size.w / 2, y: -12, text: "" }));
     this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node });
     return g;
   }

@@ -8,7 +8,6 @@ const $ = (selector) => document.querySelector(selector);
 export class Lifecycle {
   constructor(ctx) {
     this.ctx = ctx; // api, state, showError, notify, setDoc, listWorkflows, openWorkflow, opened
-    this.renamedTo = null;
     this.showIssue = ctx.showError;
   }
 

@@ -148,7 +148,7 @@ async function openWorkflow(id, { force = false } = {}) {
 function setDoc(workflow) {
   const previous = state.workflow?.id;
   state.doc = new WorkflowDoc(workflow);
-  state.doc.addEventListener("change", (e) => onDocChange(e.detail.kind));
+  state.doc.addEventListener("change", (e) => onDocChange(e.detail.kind, e.detail));
   state.current = null;
   state.issues = new Map();
   lifecycle.hideConflict();
@@ -161,7 +161,7 @@ function setDoc(workflow) {
   if (!id) executionList.load(null);
 }
 
-function onDocChange(kind) {
+function onDocChange(kind, detail = {}) {
   const workflow = state.workflow;
   if (kind === "saved") state.issues = new Map();
   canvas.render(workflow, { fit: REFIT.has(kind) });
@@ -180,7 +180,7 @@ function onDocChange(kind) {
   renderActive();
   markListed();
   if (nodeView.dialog.open && nodeView.node) {
-    const name = kind === "rename" ? lifecycle.renamedTo || nodeView.node.name : nodeView.node.name;
+    const name = kind === "rename" && detail.from === nodeView.node.name ? detail.to : nodeView.node.name;
     nodeView.refreshForm(state.doc.node(name));
   }
   updateExecutionState();
@@ -239,7 +239,7 @@ function nodePanel(node) {
   name.value = node.name;
   name.addEventListener("change", () => {
     try {
-      lifecycle.renamedTo = state.doc.renameNode(node.name, name.value);
+      state.doc.renameNode(node.name, name.value);
     } catch (err) {
       notify(err.message);
       name.value = node.name;

@@ -29,7 +29,7 @@ export class WorkflowDoc extends EventTarget {
   }
 
   // --- history ---------------------------------------------------------------------------
-  change(kind, mutate) {
+  change(kind, mutate, detail = {}) {
     const before = JSON.stringify(this.data);
     const result = mutate(this.data);
     if (JSON.stringify(this.data) === before) return result;
@@ -37,7 +37,7 @@ export class WorkflowDoc extends EventTarget {
     if (this.undoStack.length > LIMIT) this.undoStack.shift();
     this.redoStack = [];
     this.dirty = true;
-    this.emit(kind);
+    this.emit(kind, detail);
     return result;
   }
 
@@ -58,8 +58,8 @@ export class WorkflowDoc extends EventTarget {
     return true;
   }
 
-  emit(kind) {
-    this.dispatchEvent(new CustomEvent("change", { detail: { kind } }));
+  emit(kind, detail = {}) {
+    this.dispatchEvent(new CustomEvent("change", { detail: { ...detail, kind } }));
   }
 
   markSaved(saved) {
@@ -136,7 +136,7 @@ export class WorkflowDoc extends EventTarget {
         }
       }
       for (const node of data.nodes) node.parameters = renameInValue(node.parameters, oldName, newName);
-    });
+    }, { from: oldName, to: newName });
     return newName;
   }
 
