@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
-from engine.description import NodeDescription
+from engine.description import Input, NodeDescription
 
 if TYPE_CHECKING:
     from engine.services import Services
@@ -122,6 +122,9 @@ class NodeType:
         super().__init_subclass__(**kwargs)
         desc = cls.__dict__.get("description")
         if desc is None:
+            # A node written before descriptions existed: describe what its class attributes
+            # say (no parameters, so nothing checked), so it still loads and lists.
+            cls.description = _undeclared(cls)
             return
         cls.defaults = desc.defaults()
         cls.sub_output = desc.sub_output()
@@ -148,3 +151,18 @@ class NodeType:
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Any:
         raise NotImplementedError(f"{self.type} is not a sub-node")
+
+
+def _undeclared(cls: type[NodeType]) -> NodeDescription:
+    name = getattr(cls, "type", cls.__name__)
+    inputs = tuple(
+        Input(t, required=s.required, max_connections=s.max_connections)
+        for t, s in cls.sub_inputs.items()
+    )
+    main_in = () if cls.kind == "trigger" or cls.sub_output else (Input("main"),)
+    return NodeDescription(
+        display_name=name.rsplit(".", 1)[-1],
+        group="trigger" if cls.kind == "trigger" else "core",
+        inputs=main_in + inputs,
+        outputs=(cls.sub_output,) if cls.sub_output else ("main",),
+    )

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from flask import jsonify
 
+from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
+from core.credentials import CredentialError
 
 
 @bp.get("/credentials")
 def list_credentials():
-    items = [
-        {"id": c["id"], "name": c["name"], "type": c["type"]}
-        for c in runtime().credentials.redacted()
-    ]
+    try:
+        store = runtime().credentials
+    except CredentialError as err:  # its message names the file, never a secret
+        raise ApiError(500, str(err)) from None
+    items = [{"id": c["id"], "name": c["name"], "type": c["type"]} for c in store.redacted()]
     return jsonify({"data": items})

@@ -12,6 +12,7 @@ import sys
 import httpx
 import pytest
 
+from tests.e2e.deployment import Deployment
 from tests.editor.conftest import API_KEY
 from tests.waiting import wait_until
 
@@ -28,6 +29,27 @@ CALCULATOR = "@n8n/n8n-nodes-langchain.toolCalculator"
 ANSWER_87 = "Based on the tools: Calculator returned 87."
 ANSWER_84 = "Based on the tools: Calculator returned 84."
 TIMEOUT_MS = 20_000
+
+
+CREDENTIALS = [
+    {"id": "cred-ollama", "name": "Local Ollama", "type": "openAiApi", "data": {"apiKey": "sk-1"}},
+    {"id": "cred-openai", "name": "OpenAI prod", "type": "openAiApi", "data": {"apiKey": "sk-2"}},
+    {"id": "cred-redis", "name": "Cache Redis", "type": "redis", "data": {"password": "pw"}},
+]
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url, tmp_path_factory):
+    """The editor suite's deployment, with a credentials file for the credential picker."""
+    path = tmp_path_factory.mktemp("credentials") / "credentials.json"
+    path.write_text(json.dumps(CREDENTIALS))
+    with Deployment.running(
+        redis_url,
+        MINI_N8N_API_KEY=API_KEY,
+        MINI_N8N_GRACEFUL_TIMEOUT="1",
+        MINI_N8N_CREDENTIALS_FILE=str(path),
+    ) as deploy:
+        yield deploy
 
 
 # --- page helpers -----------------------------------------------------------------------------
@@ -430,3 +452,83 @@ def test_activation_shows_the_engines_error_next_to_the_node_it_names(deployment
     page.click("#toggle-active")
     expect(page.locator("#toggle-active")).to_have_attribute("data-active", "true")
     assert [e for e in tab.errors if "400" not in e] == []
+
+
+def test_the_credential_picker_lists_credentials_of_the_right_type_by_name(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    add_from_creator(page, AGENT)
+    add_to_slot(page, "AI Agent", "ai_languageModel", "@n8n/n8n-nodes-langchain.lmChatOpenAi")
+    dialog = open_node(page, "OpenAI Chat Model")
+    picker = dialog.locator(".param[data-credential='openAiApi'] select")
+    expect(picker.locator("option")).to_have_text(
+        ["— choose a credential —", "Local Ollama", "OpenAI prod"]
+    )
+    picker.select_option(label="OpenAI prod")
+    close_node(page)
+    model = page.evaluate(
+        "window.editor.state.workflow.nodes.find(n => n.name === 'OpenAI Chat Model')"
+    )
+    assert model["credentials"] == {"openAiApi": {"id": "cred-openai", "name": "OpenAI prod"}}
+    assert "sk-" not in page.content()
+    assert tab.errors == []
+
+
+def test_an_expression_shows_its_value_from_the_last_run(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    build_chat_workflow(page)
+    dialog = open_node(page, "AI Agent")
+    param(dialog, "promptType").locator("select").select_option("define")
+    preview = param(dialog, "text").locator(".expr-preview")
+    expect(preview).to_have_text("Preview: run the workflow to see this value.")
+    close_node(page)
+    save(page)
+    page.click("#open-chat")
+    send(page, "What is 3 * 29?")
+    expect_answer(page, 0, ANSWER_87)
+    dialog = open_node(page, "AI Agent")
+    expect(param(dialog, "text").locator(".expr-preview")).to_have_text("Preview: What is 3 * 29?")
+    assert tab.errors == []
+
+
+def test_undo_and_redo_a_parameter_change(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    add_from_creator(page, MOCK)
+    dialog = open_node(page, "Mock Chat Model")
+    field = param(dialog, "delayPerTokenMs").locator("input")
+    field.fill("25")
+    field.press("Tab")
+    close_node(page)
+    delay = "window.editor.state.workflow.nodes[0].parameters.delayPerTokenMs"
+    assert page.evaluate(delay) == 25
+    page.keyboard.press("Control+z")
+    expect(page.locator("#redo")).to_be_enabled()
+    assert page.evaluate(delay) is None
+    page.keyboard.press("Control+Shift+z")
+    assert page.evaluate(delay) == 25
+    assert tab.errors == []
+
+
+def test_leaving_a_workflow_with_unsaved_changes_asks_first(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    workflow_id = build_chat_workflow(page)
+    add_from_creator(page, "n8n-nodes-base.noOp")
+    expect(page.locator("#dirty")).to_be_visible()
+    asked = []
+
+    def dismiss(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.click("#new-workflow")
+    assert asked == ["Discard the unsaved changes?"]
+    assert page.evaluate("window.editor.state.workflow.id") == workflow_id  # it stayed
+    expect(node(page, "No Operation, do nothing")).to_be_visible()
+    page.once("dialog", lambda d: d.accept())
+    page.click("#new-workflow")
+    expect(page.locator("#canvas .node")).to_have_count(0)
+    assert tab.errors == []

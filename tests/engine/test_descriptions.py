@@ -8,6 +8,7 @@ import pytest
 
 from engine.description import check_parameters, displayed
 from engine.errors import WorkflowValidationError
+from engine.node import NodeType
 from engine.registry import node_types
 from engine.workflow import load_workflow
 from tests.workflows import REDIS_CHAT, example, node
@@ -29,6 +30,7 @@ def load_error(workflow: dict) -> WorkflowValidationError:
 
 def test_every_node_type_declares_a_description_with_a_group_and_unique_parameter_names():
     for name, cls in node_types().items():
+        assert "description" in cls.__dict__, f"{name} declares no description"
         data = cls.description.to_json(name)
         assert data["name"] == name
         assert data["group"] in ("trigger", "agent", "model", "memory", "tool", "core")
@@ -119,3 +121,14 @@ def test_a_second_model_on_an_agent_is_refused():
     err = load_error(broken(mutate))
     assert err.node == "AI Agent"
     assert 'at most 1 "ai_languageModel"' in err.message
+
+
+def test_a_node_class_without_a_description_is_described_from_its_class_attributes():
+    class Legacy(NodeType):
+        type = "test.legacy"
+        kind = "sub"
+        sub_output = "ai_tool"
+
+    data = Legacy.description.to_json(Legacy.type)
+    assert (data["displayName"], data["inputs"], data["outputs"]) == ("legacy", [], ["ai_tool"])
+    check_parameters(Legacy.description, {"anything": 1}, "Legacy")

@@ -82,7 +82,8 @@ async function boot() {
     const [list, types, credentials] = await Promise.all([
       api.workflows(),
       api.nodeTypes(),
-      api.credentials(),
+      // Without the credential list the editor still works; the picker says why it is empty.
+      api.credentials().catch((err) => (showError(err), [])),
     ]);
     workflows = list;
     state.types = new NodeTypes(types);
