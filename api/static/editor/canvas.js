@@ -267,14 +267,27 @@ export class Canvas {
   placeFor(parentName, slotType) {
     const parent = parentName && this.boxes.get(parentName);
     if (parent) {
+      // Slots 160 apart under the parent's centre; a slot's further sub-nodes to the right.
+      const n = Math.max(1, parent.aiTypes.length);
       const i = Math.max(0, parent.aiTypes.indexOf(slotType));
-      const taken = [...this.boxes.values()].filter((b) => b.y > parent.y + parent.h).length;
-      return [parent.x + slotX(parent.w, Math.max(1, parent.aiTypes.length), i) - SUB.w / 2 + taken * 20, parent.y + 220];
+      const already = this.subsOf(parentName, slotType);
+      const x = parent.x + parent.w / 2 + (i - (n - 1) / 2) * 160 - SUB.w / 2 + already * 110;
+      return [x, parent.y + 220];
     }
     const mains = [...this.boxes.values()].filter((b) => b.w >= MAIN.w);
     if (!mains.length) return [0, 0];
     const right = mains.reduce((a, b) => (b.x > a.x ? b : a));
     return [right.x + 260, right.y];
+  }
+
+  subsOf(target, type) {
+    let count = 0;
+    for (const byType of Object.values(this.workflow.connections || {})) {
+      for (const targets of (byType || {})[type] || []) {
+        count += (targets || []).filter((t) => t.node === target).length;
+      }
+    }
+    return count;
   }
 
   fit(nodes) {
