@@ -68,9 +68,19 @@ def test_node_types_lists_every_registered_type_with_its_declaration(client):
     assert openai["credentials"] == [{"name": "openAiApi", "required": True}]
 
 
-def test_node_types_need_the_api_key(client):
-    response = client.get("/rest/node-types", headers={"X-N8N-API-KEY": "wrong"})
-    assert response.status_code in (401, 403)
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/rest/node-types"),
+        ("GET", "/rest/credentials"),
+        ("POST", "/rest/expressions/preview"),
+    ],
+)
+def test_the_authoring_routes_need_the_api_key(client, method, path):
+    wrong = client.open(path, method=method, headers={"X-N8N-API-KEY": "wrong"}, json={})
+    assert wrong.status_code == 401
+    missing = client.open(path, method=method, environ_base={"HTTP_X_N8N_API_KEY": ""}, json={})
+    assert missing.status_code == 401
 
 
 def test_credentials_list_ids_names_and_types_never_the_data(client):

@@ -172,7 +172,7 @@ def test_a_slot_opens_the_creator_with_only_what_fits_and_a_full_slot_is_refused
     expect(page.locator(".creator-group")).to_have_text(["AI: Models"])
     page.click(f".creator-item[data-type='{MOCK}']")
     node(page, "AI Agent").locator(".slot[data-slot='ai_languageModel'] .slot-add").click()
-    expect(page.locator("#notice")).to_contain_text('"AI Agent" takes only 1 model')
+    expect(page.locator("#notice")).to_contain_text('"AI Agent" takes only 1 chat model')
     expect(page.locator("#creator")).to_be_hidden()
     expect(page.locator(".edge.ai[data-to='AI Agent']")).to_have_count(1)
     page.click("#add-node")  # the full creator groups everything
@@ -531,4 +531,44 @@ def test_leaving_a_workflow_with_unsaved_changes_asks_first(deployment, new_tab)
     page.once("dialog", lambda d: d.accept())
     page.click("#new-workflow")
     expect(page.locator("#canvas .node")).to_have_count(0)
+    assert tab.errors == []
+
+
+def test_a_sub_node_dragged_to_a_slot_connects_with_that_slots_type_and_a_wrong_slot_is_refused(
+    deployment, new_tab
+):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    build_chat_workflow(page)
+    page.locator(".wire-hit[data-from='Calculator']").dispatch_event("click")
+    page.keyboard.press("Delete")
+    expect(page.locator(".edge[data-from='Calculator']")).to_have_count(0)
+    handle = node(page, "Calculator").locator(".handle.ai-out")
+    handle.drag_to(node(page, "AI Agent").locator(".slot[data-slot='ai_memory'] .slot-add"))
+    expect(page.locator("#notice")).to_contain_text(
+        '"Calculator" cannot be the memory of "AI Agent"'
+    )
+    expect(page.locator(".edge[data-from='Calculator']")).to_have_count(0)
+    handle.drag_to(node(page, "AI Agent").locator(".slot[data-slot='ai_tool'] .slot-add"))
+    expect(page.locator(".edge.ai_tool[data-from='Calculator'][data-to='AI Agent']")).to_have_count(
+        1
+    )
+    assert tab.errors == []
+
+
+def test_a_field_switches_between_a_fixed_value_and_an_expression(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    add_from_creator(page, MOCK)
+    dialog = open_node(page, "Mock Chat Model")
+    delay = "window.editor.state.workflow.nodes[0].parameters.delayPerTokenMs"
+    param(dialog, "delayPerTokenMs").locator(".expr-toggle").click()
+    expect(param(dialog, "delayPerTokenMs").locator("textarea.expression")).to_have_value("=0")
+    assert page.evaluate(delay) == "=0"
+    expression = param(dialog, "delayPerTokenMs").locator("textarea.expression")
+    expression.fill("=12")
+    expression.press("Tab")
+    param(dialog, "delayPerTokenMs").locator(".expr-toggle").click()
+    expect(param(dialog, "delayPerTokenMs").locator("input[type=number]")).to_have_value("12")
+    assert page.evaluate(delay) == 12
     assert tab.errors == []

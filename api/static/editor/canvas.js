@@ -3,11 +3,12 @@
 // last run went and how many runs it had in the execution on display.
 //
 // Editing: drag a node to move it; drag from a node's output handle (right) to another node's
-// input handle (left) to connect `main`; click a slot's "+" (Model, Memory, Tool) to add a
-// sub-node there; click a node or a connection to select it. What the user did is reported
+// input handle (left) to connect `main`, or from a sub-node's top handle to a slot; click a
+// slot's "+" (Model, Memory, Tool) to add a sub-node there; click a node or a connection to
+// select it. What the user did is reported
 // through the callbacks; main.js changes the document and renders again.
 
-import { SLOT_LABELS } from "./node-types.js";
+import { slotLabel } from "./node-types.js";
 import { svg } from "./util.js";
 
 const MAIN = { w: 100, h: 100 };
@@ -101,7 +102,7 @@ export class Canvas {
         transform: `translate(${cx} ${size.h})`,
       });
       slot.append(
-        svg("text", { class: "slot-label", y: -8, text: SLOT_LABELS[type] || type }),
+        svg("text", { class: "slot-label", y: -8, text: slotLabel(this.types, node.type, type) }),
         svg("circle", { class: "slot-add", cy: 34, r: 9, "data-slot": type }),
         svg("text", { class: "slot-plus", y: 38, text: "+" }),
       );
@@ -112,13 +113,19 @@ export class Canvas {
       });
       g.append(slot);
     });
+    const supplies = this.types?.supplies(node.type);
+    if (isSub && supplies) {
+      const out = svg("circle", { class: "handle ai-out", cx: size.w / 2, cy: 0, r: 7, "data-type": supplies });
+      out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, supplies));
+      g.append(out);
+    }
     if (this.types && !isSub) {
       if (this.types.hasMainInput(node.type)) {
         g.append(svg("circle", { class: "handle in", cx: 0, cy: size.h / 2, r: 7, "data-node": node.name }));
       }
       if (this.types.hasMainOutput(node.type)) {
         const out = svg("circle", { class: "handle out", cx: size.w, cy: size.h / 2, r: 7 });
-        out.addEventListener("pointerdown", (e) => this.pressOutput(e, node.name));
+        out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, "main"));
         g.append(out);
       }
     }
@@ -205,24 +212,30 @@ export class Canvas {
     this.cb.onNodeClick(name);
   }
 
-  pressOutput(event, source) {
+  // Drag a new connection: from a main output to a main input, or from a sub-node's top to
+  // an ai_* slot of the node it should serve.
+  pressWire(event, source, type) {
     if (event.button !== 0) return;
     event.stopPropagation();
     const box = this.boxes.get(source);
-    const [x1, y1] = [box.x + box.w, box.y + box.h / 2];
+    const main = type === "main";
+    const [x1, y1] = main ? [box.x + box.w, box.y + box.h / 2] : [box.x + box.w / 2, box.y];
     const wire = svg("path", { class: "edge drawing", d: "" });
     this.edgeLayer.append(wire);
     const move = (e) => {
       const p = this.point(e);
-      wire.setAttribute("d", curve(x1, y1, p.x, p.y));
+      wire.setAttribute("d", main ? curve(x1, y1, p.x, p.y) : `M${x1},${y1} L${p.x},${p.y}`);
     };
     const up = (e) => {
       window.removeEventListener("pointermove", move);
       window.removeEventListener("pointerup", up);
       wire.remove();
-      const handle = document.elementFromPoint(e.clientX, e.clientY)?.closest(".handle.in");
-      const target = handle?.getAttribute("data-node");
-      if (target && target !== source) this.cb.onConnect(source, target);
+      const hit = document.elementFromPoint(e.clientX, e.clientY);
+      const target = hit?.closest(".node")?.getAttribute("data-node-name");
+      if (!target || target === source) return;
+      if (main && hit.closest(".handle.in")) this.cb.onConnect(source, "main", target);
+      const slot = hit.closest(".slot");
+      if (!main && slot) this.cb.onConnect(source, slot.getAttribute("data-slot"), target, type);
     };
     window.addEventListener("pointermove", move);
     window.addEventListener("pointerup", up);

@@ -2,7 +2,7 @@
 // memory, tools; Core). Opened from "Add node" it lists everything; opened from an Agent's slot
 // it lists only the types that fit that slot. Picking one calls back with the type.
 
-import { GROUPS, SLOT_LABELS } from "./node-types.js";
+import { GROUPS } from "./node-types.js";
 import { el } from "./util.js";
 
 export class NodeCreator {
@@ -28,10 +28,10 @@ export class NodeCreator {
     this.types = types;
   }
 
-  // slot: an ai_* connection type to filter by (null: every type).
-  open({ slot = null, onPick }) {
+  // slot: an ai_* connection type to filter by (null: every type), called `label`.
+  open({ slot = null, label = "", onPick }) {
     this.request = { slot, onPick };
-    this.title.textContent = slot ? `Add ${SLOT_LABELS[slot] || slot}` : "Add a node";
+    this.title.textContent = slot ? `Add ${label || slot}` : "Add a node";
     this.root.dataset.slot = slot || "";
     this.search.value = "";
     this.root.hidden = false;

@@ -8,7 +8,7 @@ import { ChatPanel } from "./chat.js";
 import { NodeCreator } from "./creator.js";
 import { ExecutionList } from "./execution-list.js";
 import { Executions } from "./executions.js";
-import { NodeTypes, SLOT_LABELS } from "./node-types.js";
+import { NodeTypes, slotLabel } from "./node-types.js";
 import { NodeView } from "./node-view.js";
 import { parameterForm } from "./params.js";
 import { Push } from "./push.js";
@@ -42,7 +42,7 @@ const canvas = new Canvas($("#canvas"), {
   onNodeClick: openNode,
   onSlotClick: addToSlot,
   onMove: (name, position) => state.doc.moveNode(name, position),
-  onConnect: connectMain,
+  onConnect: connect,
 });
 const creator = new NodeCreator($("#creator"));
 const nodeView = new NodeView($("#ndv"), { api, executions, form: nodePanel });
@@ -202,28 +202,40 @@ function addNode() {
 }
 
 function addToSlot(nodeName, slotType) {
-  const node = state.doc.node(nodeName);
-  const slot = state.types.slots(node.type).find((s) => s.type === slotType);
-  const label = SLOT_LABELS[slotType] || slotType;
-  const max = slot ? slot.maxConnections : 0;
-  if (max !== undefined && state.doc.count(nodeName, slotType) >= max) {
-    notify(`"${nodeName}" takes only ${max} ${label.toLowerCase()}: remove the connected one first.`);
-    return;
-  }
+  if (slotIsFull(nodeName, slotType)) return;
   creator.open({
     slot: slotType,
+    label: slotLabel(state.types, state.doc.node(nodeName).type, slotType),
     onPick: (type) =>
       state.doc.addNode(type, canvas.placeFor(nodeName, slotType), { type: slotType, node: nodeName }),
   });
 }
 
-function connectMain(source, target) {
+// A slot takes as many sub-nodes as its declaration says (the Agent: one model, one memory).
+function slotIsFull(nodeName, slotType) {
+  const node = state.doc.node(nodeName);
+  const slot = state.types.slots(node.type).find((s) => s.type === slotType);
+  const max = slot ? slot.maxConnections : 0;
+  if (max === undefined || state.doc.count(nodeName, slotType) < max) return false;
+  const label = slotLabel(state.types, node.type, slotType).toLowerCase();
+  notify(`"${nodeName}" takes only ${max} ${label}: remove the connected one first.`);
+  return true;
+}
+
+// A connection dragged on the canvas: main output to main input, or a sub-node to a slot.
+function connect(source, type, target, supplied = "main") {
   const node = state.doc.node(target);
-  if (!state.types.hasMainInput(node.type)) {
+  if (type === "main" && !state.types.hasMainInput(node.type)) {
     notify(`"${target}" has no input to connect to.`);
     return;
   }
-  state.doc.connect(source, "main", target);
+  if (type !== supplied) {
+    const label = slotLabel(state.types, node.type, type).toLowerCase();
+    notify(`"${source}" cannot be the ${label} of "${target}".`);
+    return;
+  }
+  if (type !== "main" && slotIsFull(target, type)) return;
+  state.doc.connect(source, type, target);
 }
 
 function deleteSelection() {

@@ -11,7 +11,13 @@ export const GROUPS = [
   ["core", "Core"],
 ];
 
-export const SLOT_LABELS = { ai_languageModel: "Model", ai_memory: "Memory", ai_tool: "Tool" };
+const SLOT_LABELS = { ai_languageModel: "Model", ai_memory: "Memory", ai_tool: "Tool" };
+
+// A slot's name as the node type declares it (the Agent's "Chat Model"), else a generic one.
+export function slotLabel(types, typeName, connectionType) {
+  const slot = types?.slots(typeName).find((s) => s.type === connectionType);
+  return (slot && slot.displayName) || SLOT_LABELS[connectionType] || connectionType;
+}
 
 export class NodeTypes {
   constructor(list = []) {

@@ -40,11 +40,44 @@ function field(prop, target, commit, path, preview) {
   const label = el("label", { class: "param-label", text: prop.displayName });
   if (prop.required) label.append(el("span", { class: "required", text: " *" }));
   const wrap = el("div", { class: `param type-${prop.type}`, "data-param": path }, label);
+  if (prop.type !== "collection" && prop.type !== "fixedCollection") {
+    const expr = isExpression(value);
+    label.append(
+      el("button", {
+        type: "button",
+        class: "expr-toggle",
+        "aria-pressed": String(expr),
+        title: expr ? "Use a fixed value" : "Use an expression",
+        text: "fx",
+        onclick: () => set(expr ? fixedValue(prop, value) : asExpression(value)),
+      }),
+    );
+  }
   if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, preview));
   else if (prop.type === "fixedCollection") wrap.append(fixedCollection(prop, target, commit, path, preview));
   else wrap.append(...control(prop, value, set, preview));
   if (prop.description) wrap.append(el("small", { class: "muted", text: prop.description }));
   return wrap;
+}
+
+function isExpression(value) {
+  const raw = value && typeof value === "object" && "__rl" in value ? value.value : value;
+  return typeof raw === "string" && raw.startsWith("=");
+}
+
+function asExpression(value) {
+  if (value && typeof value === "object" && "__rl" in value) return { ...value, value: `=${value.value ?? ""}` };
+  return `=${value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)}`;
+}
+
+// Back from an expression: its text as the fixed value, where the type can hold it.
+function fixedValue(prop, value) {
+  if (prop.type === "resourceLocator") return { ...value, value: String(value.value).slice(1) };
+  const text = value.slice(1);
+  if (prop.type === "number") return text.trim() !== "" && !Number.isNaN(Number(text)) ? Number(text) : engineDefault(prop);
+  if (prop.type === "boolean") return text.trim() === "true";
+  if (prop.type === "options") return prop.options.some((o) => o.value === text) ? text : engineDefault(prop);
+  return text;
 }
 
 function control(prop, value, set, preview) {
