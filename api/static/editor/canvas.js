@@ -115,13 +115,15 @@ export class Canvas {
     });
     const supplies = this.types?.supplies(node.type);
     if (isSub && supplies) {
-      const out = svg("circle", { class: "handle ai-out", cx: size.w / 2, cy: 0, r: 7, "data-type": supplies });
+      const attrs = { class: "handle ai-out", cx: size.w / 2, cy: 0, r: 7, "data-type": supplies };
+      const out = svg("circle", attrs);
       out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, supplies));
       g.append(out);
     }
     if (this.types && !isSub) {
       if (this.types.hasMainInput(node.type)) {
-        g.append(svg("circle", { class: "handle in", cx: 0, cy: size.h / 2, r: 7, "data-node": node.name }));
+        const attrs = { class: "handle in", cx: 0, cy: size.h / 2, r: 7, "data-node": node.name };
+        g.append(svg("circle", attrs));
       }
       if (this.types.hasMainOutput(node.type)) {
         const out = svg("circle", { class: "handle out", cx: size.w, cy: size.h / 2, r: 7 });
@@ -261,8 +263,11 @@ export class Canvas {
     if (!s) return;
     if (s.kind === "node") this.boxes.get(s.name)?.g.classList.add("selected");
     else {
-      const q = `.edge[data-from="${CSS.escape(s.edge.source)}"][data-to="${CSS.escape(s.edge.target)}"][data-type="${CSS.escape(s.edge.type)}"]`;
-      this.root.querySelector(q)?.classList.add("selected");
+      const { source, target, type } = s.edge;
+      const found = [...this.root.querySelectorAll(".edge")].find(
+        (e) => e.dataset.from === source && e.dataset.to === target && e.dataset.type === type,
+      );
+      found?.classList.add("selected");
     }
   }
 

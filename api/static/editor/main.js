@@ -9,8 +9,8 @@ import { NodeCreator } from "./creator.js";
 import { ExecutionList } from "./execution-list.js";
 import { Executions } from "./executions.js";
 import { NodeTypes, slotLabel } from "./node-types.js";
+import { nodePanel } from "./node-panel.js";
 import { NodeView } from "./node-view.js";
-import { parameterForm } from "./params.js";
 import { Push } from "./push.js";
 import { FINISHED, el, randomId } from "./util.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -45,7 +45,11 @@ const canvas = new Canvas($("#canvas"), {
   onConnect: connect,
 });
 const creator = new NodeCreator($("#creator"));
-const nodeView = new NodeView($("#ndv"), { api, executions, form: nodePanel });
+const nodeView = new NodeView($("#ndv"), {
+  api,
+  executions,
+  form: (node) => nodePanel(node, { api, state, notify, close: () => nodeView.dialog.close() }),
+});
 const chat = new ChatPanel($("#chat"), {
   api,
   push,
@@ -245,57 +249,6 @@ function deleteSelection() {
   else state.doc.disconnect(selection.edge);
 }
 
-// The NDV's parameter panel: rename, the declared form, the credential picker, delete.
-function nodePanel(node) {
-  const type = state.types.get(node.type);
-  const name = el("input", { id: "ndv-name", type: "text", "aria-label": "Node name" });
-  name.value = node.name;
-  name.addEventListener("change", () => {
-    try {
-      state.doc.renameNode(node.name, name.value);
-    } catch (err) {
-      notify(err.message);
-      name.value = node.name;
-    }
-  });
-  const remove = el("button", {
-    type: "button",
-    id: "ndv-delete",
-    text: "Delete node",
-    onclick: () => {
-      nodeView.dialog.close();
-      state.doc.removeNodes([node.name]);
-    },
-  });
-  const head = el("div", { class: "ndv-head" }, el("label", { text: "Name " }, name), remove);
-  const issue = state.issues.get(node.name);
-  const issueBox = issue ? el("p", { class: "error node-issue", text: issue }) : null;
-  if (!type) return el("div", {}, head, el("p", { class: "error", text: `Unknown node type ${node.type}` }));
-  const form = parameterForm({
-    node,
-    type,
-    credentials: state.credentials,
-    onChange: (params) => state.doc.setParameters(node.name, params),
-    onCredential: (credType, credential) => state.doc.setCredential(node.name, credType, credential),
-    preview: (expression) => previewExpression(node.name, expression),
-  });
-  return el("div", {}, head, issueBox, form);
-}
-
-// An expression's value against the node's last run (the execution on display), by the engine.
-async function previewExpression(nodeName, expression) {
-  const executionId = state.current;
-  if (!executionId || !state.workflow.id) return "Preview: run the workflow to see this value.";
-  const { result, error } = await api.previewExpression({
-    workflowId: state.workflow.id,
-    executionId,
-    node: nodeName,
-    expression,
-  });
-  if (error) throw new Error(error);
-  return `Preview: ${typeof result === "string" ? result : JSON.stringify(result)}`;
-}
-
 // --- activation -------------------------------------------------------------------------
 async function toggleActive() {
   const workflow = state.workflow;
@@ -446,7 +399,9 @@ $("#toggle-active").addEventListener("click", toggleActive);
 $("#add-node").addEventListener("click", addNode);
 $("#undo").addEventListener("click", () => state.doc.undo());
 $("#redo").addEventListener("click", () => state.doc.redo());
-$("#workflow-name").addEventListener("change", (e) => state.doc.setName(e.target.value.trim() || "My workflow"));
+$("#workflow-name").addEventListener("change", (e) => {
+  state.doc.setName(e.target.value.trim() || "My workflow");
+});
 lifecycle.wire();
 push.addEventListener("open", (e) => e.detail.reconnected && checkQuiet(true));
 push.addEventListener("push", (e) => executions.handle(e.detail));

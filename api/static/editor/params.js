@@ -54,7 +54,9 @@ function field(prop, target, commit, path, preview) {
     );
   }
   if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, preview));
-  else if (prop.type === "fixedCollection") wrap.append(fixedCollection(prop, target, commit, path, preview));
+  else if (prop.type === "fixedCollection") {
+    wrap.append(fixedCollection(prop, target, commit, path, preview));
+  }
   else wrap.append(...control(prop, value, set, preview));
   if (prop.description) wrap.append(el("small", { class: "muted", text: prop.description }));
   return wrap;
@@ -66,17 +68,26 @@ function isExpression(value) {
 }
 
 function asExpression(value) {
-  if (value && typeof value === "object" && "__rl" in value) return { ...value, value: `=${value.value ?? ""}` };
-  return `=${value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)}`;
+  if (value && typeof value === "object" && "__rl" in value) {
+    return { ...value, value: `=${value.value ?? ""}` };
+  }
+  return `=${asText(value)}`;
+}
+
+function asText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 // Back from an expression: its text as the fixed value, where the type can hold it.
 function fixedValue(prop, value) {
   if (prop.type === "resourceLocator") return { ...value, value: String(value.value).slice(1) };
   const text = value.slice(1);
-  if (prop.type === "number") return text.trim() !== "" && !Number.isNaN(Number(text)) ? Number(text) : engineDefault(prop);
+  const number = text.trim() === "" ? NaN : Number(text);
+  if (prop.type === "number") return Number.isNaN(number) ? engineDefault(prop) : number;
   if (prop.type === "boolean") return text.trim() === "true";
-  if (prop.type === "options") return prop.options.some((o) => o.value === text) ? text : engineDefault(prop);
+  const known = prop.options?.some((o) => o.value === text);
+  if (prop.type === "options") return known ? text : engineDefault(prop);
   return text;
 }
 
@@ -123,7 +134,7 @@ function text(prop, value, set) {
   const input = multiline
     ? el("textarea", { rows: String(prop.typeOptions?.rows || 3) })
     : el("input", { type: "text", placeholder: prop.placeholder || "" });
-  input.value = value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value);
+  input.value = asText(value);
   input.addEventListener("change", (e) => set(e.target.value));
   return input;
 }
@@ -244,7 +255,8 @@ function credentialField(slot, node, credentials, onCredential) {
     el("option", { text: slot.required ? "— choose a credential —" : "— none —", value: "" }),
     ...mine.map((c) => el("option", { text: c.name, value: c.id })),
   );
-  const index = mine.findIndex((c) => chosen && (c.id === chosen.id || (!chosen.id && c.name === chosen.name)));
+  const matches = (c) => chosen && (c.id === chosen.id || (!chosen.id && c.name === chosen.name));
+  const index = mine.findIndex(matches);
   select.selectedIndex = index + 1;
   select.addEventListener("change", () => onCredential(slot.name, mine[select.selectedIndex - 1] || null));
   const wrap = el(
@@ -255,7 +267,10 @@ function credentialField(slot, node, credentials, onCredential) {
   );
   if (!mine.length) {
     wrap.append(
-      el("small", { class: "muted", text: `No ${slot.name} credential: add one to MINI_N8N_CREDENTIALS_FILE.` }),
+      el("small", {
+        class: "muted",
+        text: `No ${slot.name} credential: add one to MINI_N8N_CREDENTIALS_FILE.`,
+      }),
     );
   }
   return wrap;
