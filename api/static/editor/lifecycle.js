@@ -151,7 +151,9 @@ export class Lifecycle {
       if (await this.importText($("#import-text").value)) dialog.close();
     });
     window.addEventListener("beforeunload", (e) => {
-      if (this.doc && this.doc.dirty) e.preventDefault();
+      if (!this.doc || !this.doc.dirty) return;
+      e.preventDefault(); // the browser asks "Leave site?"
+      e.returnValue = "";
     });
   }
 }
