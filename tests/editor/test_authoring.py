@@ -572,3 +572,40 @@ def test_a_field_switches_between_a_fixed_value_and_an_expression(deployment, ne
     expect(param(dialog, "delayPerTokenMs").locator("input[type=number]")).to_have_value("12")
     assert page.evaluate(delay) == 12
     assert tab.errors == []
+
+
+def test_references_in_expressions_follow_a_rename_in_each_form_n8n_writes(deployment, new_tab):
+    tab = new_tab()
+    page = tab.page
+    page.goto(f"{deployment.base}/#key={API_KEY}")
+    renamed = page.evaluate(
+        """async () => {
+        const { renameInExpression } = await import('/static/editor/workflow-doc.js');
+        return [
+          "={{ $('Old').item.json.x }}",
+          '={{ $node["Old"].json.x }}',
+          "={{ $node.Old.json.x }} and {{ $items('Old')[0] }}",
+          "={{ $('Older').item.json.x }} {{ $node.OldX }}",
+        ].map((text) => renameInExpression(text, 'Old', "New 'one'"));
+      }"""
+    )
+    assert renamed == [
+        "={{ $('New \\'one\\'').item.json.x }}",
+        "={{ $node[\"New 'one'\"].json.x }}",
+        "={{ $node[\"New 'one'\"].json.x }} and {{ $items('New \\'one\\'')[0] }}",
+        "={{ $('Older').item.json.x }} {{ $node.OldX }}",
+    ]
+    assert tab.errors == []
+
+
+def test_connect_is_undone_and_redone(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    add_from_creator(page, CHAT_TRIGGER)
+    add_from_creator(page, AGENT)
+    connect_main(page, TRIGGER, "AI Agent")
+    page.keyboard.press("Control+z")
+    expect(page.locator(".edge.main")).to_have_count(0)
+    page.keyboard.press("Control+Shift+z")
+    expect(page.locator(f".edge.main[data-from='{TRIGGER}'][data-to='AI Agent']")).to_have_count(1)
+    assert tab.errors == []

@@ -55,7 +55,7 @@ export class Canvas {
     this.drawEdges();
     if (this.selection && !this.selectionExists()) this.selection = null;
     this.markSelection();
-    if (fit || !this.root.getAttribute("viewBox")) this.fit(nodes);
+    if (fit || !this.root.getAttribute("viewBox") || this.outOfView()) this.fit(nodes);
   }
 
   // The ai_* slots drawn under a node: its declared inputs (a trigger's only once used), and
@@ -296,6 +296,14 @@ export class Canvas {
     if (!mains.length) return [0, 0];
     const right = mains.reduce((a, b) => (b.x > a.x ? b : a));
     return [right.x + 260, right.y];
+  }
+
+  // A node dragged past the edge of the view: fit again, so nothing is lost from sight.
+  outOfView() {
+    const [x, y, w, h] = this.root.getAttribute("viewBox").split(/\s+/).map(Number);
+    return [...this.boxes.values()].some(
+      (b) => b.x < x || b.y < y || b.x + b.w > x + w || b.y + b.h > y + h,
+    );
   }
 
   subsOf(target, type) {

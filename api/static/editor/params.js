@@ -59,7 +59,16 @@ function field(prop, target, commit, path, preview) {
   }
   else wrap.append(...control(prop, value, set, preview));
   if (prop.description) wrap.append(el("small", { class: "muted", text: prop.description }));
+  if (prop.required && isEmpty(value)) {
+    wrap.classList.add("missing"); // the engine refuses it at save, naming this parameter
+    wrap.append(el("small", { class: "error", text: "Required" }));
+  }
   return wrap;
+}
+
+function isEmpty(value) {
+  const raw = value && typeof value === "object" && "__rl" in value ? value.value : value;
+  return raw === null || raw === undefined || (typeof raw === "string" && !raw.trim());
 }
 
 function isExpression(value) {
