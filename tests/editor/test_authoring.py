@@ -131,6 +131,22 @@ def expect_answer(page, index: int, text: str) -> None:
     expect(bubble).to_have_text(text)
 
 
+def record_texts(page, items: str, container: str) -> None:
+    """Keep every text the last of `items` shows, in `window.seenTexts`."""
+    page.evaluate(
+        """([items, container]) => {
+        window.seenTexts = [];
+        new MutationObserver(() => {
+          const last = [...document.querySelectorAll(items)].pop();
+          if (last && window.seenTexts.at(-1) !== last.textContent)
+            window.seenTexts.push(last.textContent);
+        }).observe(document.querySelector(container),
+                   {subtree: true, childList: true, characterData: true});
+      }""",
+        [items, container],
+    )
+
+
 def stored(deployment, workflow_id: str) -> dict:
     response = httpx.get(f"{deployment.base}/rest/workflows/{workflow_id}", headers=AUTH)
     assert response.status_code == 200
@@ -205,13 +221,24 @@ def test_a_saved_workflow_reloads_identical(deployment, new_tab):
 
 
 # --- running what was built -------------------------------------------------------------------
-def test_the_built_workflow_answers_in_the_chat_panel_and_shows_its_runs(deployment, new_tab):
+def test_the_built_workflow_streams_its_answer_in_the_chat_panel_and_shows_its_runs(
+    deployment, new_tab
+):
     tab = open_new_workflow(new_tab, deployment)
     page = tab.page
     build_chat_workflow(page)
-    page.click("#open-chat")
+    dialog = open_node(page, "Mock Chat Model")
+    param(dialog, "delayPerTokenMs").locator("input").fill("25")
+    param(dialog, "delayPerTokenMs").locator("input").press("Tab")
+    close_node(page)
+    page.click("#open-chat")  # saves the change first
+    expect(page.locator("#dirty")).to_be_hidden()
+    record_texts(page, ".message.bot .text", "#chat-messages")
     send(page, "What is 3 * 29?")
     expect_answer(page, 0, ANSWER_87)
+    texts = [t for t in page.evaluate("window.seenTexts") if t != "…"]
+    assert all(ANSWER_87.startswith(t) for t in texts), texts
+    assert len([t for t in texts if t != ANSWER_87]) >= 3, texts  # it grew token by token
     for name in (TRIGGER, "AI Agent", "Mock Chat Model", "Simple Memory", "Calculator"):
         expect(node(page, name)).to_have_attribute("data-status", "success")
     expect(node(page, "Mock Chat Model")).to_have_attribute("data-runs", "2")
@@ -263,17 +290,7 @@ def test_memory_switched_through_the_form_and_a_public_streaming_trigger_answer_
     chat = new_tab().page
     chat.goto(f"{deployment.base}/webhook/{trigger['webhookId']}/chat")
     chat.wait_for_selector("body[data-ready=true]")
-    chat.evaluate(
-        """() => {
-        window.seenTexts = [];
-        new MutationObserver(() => {
-          const last = [...document.querySelectorAll('#chat-messages > li')].pop();
-          if (last && window.seenTexts.at(-1) !== last.textContent)
-            window.seenTexts.push(last.textContent);
-        }).observe(document.querySelector('#chat-messages'),
-                   {subtree: true, childList: true, characterData: true});
-      }"""
-    )
+    record_texts(chat, "#chat-messages > li", "#chat-messages")
     before = chat.locator("#chat-messages > li").count()
     chat.fill("#chat-input", "What is 12 * 7?")
     chat.press("#chat-input", "Enter")
