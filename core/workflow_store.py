@@ -65,9 +65,10 @@ class WorkflowStore:
     def save(self, data: dict[str, Any], expected_version: str | None = None) -> Any:
         """Validate and store a workflow (an n8n export as it is). Keeps it active if it was.
 
-        Each save over a stored one is a new version (a fresh `versionId`). With `expected_version` (the
-        versionId the caller edited) the save happens only if that is still the stored one,
-        checked and written in one Redis transaction; else VersionConflict."""
+        Each save over a stored one is a new version (a fresh `versionId`; a first save keeps the
+        one it brings, as an import does). With `expected_version` (the versionId the caller
+        edited) the save happens only if that is still the stored one, checked and written in
+        one Redis transaction; else VersionConflict."""
         data = dict(data)
         data["id"] = str(data.get("id") or secrets.token_hex(8))
         key = self.keys.workflow(data["id"])
@@ -81,7 +82,7 @@ class WorkflowStore:
                     raise VersionConflict(data["id"])
                 data["active"] = bool(existing and existing.get("active"))
                 if existing is not None or not data.get("versionId"):
-                    data["versionId"] = str(uuid.uuid4())  # an import keeps its own
+                    data["versionId"] = str(uuid.uuid4())
                 workflow = self.parse(data)
                 if data["active"]:
                     self._check_conflicts(workflow)

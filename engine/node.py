@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from engine.description import Input, NodeDescription
@@ -97,14 +96,6 @@ class SupplyDataFunctions(NodeFunctions, Protocol):
         (`item_index` of supply_data unless given)."""
 
 
-@dataclass(frozen=True)
-class SubInput:
-    """An ai_* input of a main node: which sub-nodes it takes."""
-
-    required: bool = False
-    max_connections: int | None = None  # None = any number
-
-
 class NodeType:
     """A node type: its `description` (engine/description.py) and its entry point.
 
@@ -115,7 +106,7 @@ class NodeType:
     description: ClassVar[NodeDescription]
     kind: ClassVar[Literal["trigger", "main", "sub"]] = "main"
     sub_output: ClassVar[str | None] = None  # connection type a sub-node supplies
-    sub_inputs: ClassVar[dict[str, SubInput]] = {}  # ai_* inputs a main node consumes
+    sub_inputs: ClassVar[dict[str, Input]] = {}  # ai_* inputs a main node consumes
     defaults: ClassVar[dict[str, Any]] = {}  # parameter defaults, n8n names
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -129,11 +120,7 @@ class NodeType:
         cls.defaults = desc.defaults()
         cls.sub_output = desc.sub_output()
         cls.kind = "trigger" if desc.group == "trigger" else "sub" if cls.sub_output else "main"
-        cls.sub_inputs = {
-            i.type: SubInput(required=i.required, max_connections=i.max_connections)
-            for i in desc.inputs
-            if i.type != "main"
-        }
+        cls.sub_inputs = {i.type: i for i in desc.inputs if i.type != "main"}
 
     def validate(self, node: Node) -> None:
         """Raise WorkflowValidationError for parameters that can never work."""
@@ -155,10 +142,7 @@ class NodeType:
 
 def _undeclared(cls: type[NodeType]) -> NodeDescription:
     name = getattr(cls, "type", cls.__name__)
-    inputs = tuple(
-        Input(t, required=s.required, max_connections=s.max_connections)
-        for t, s in cls.sub_inputs.items()
-    )
+    inputs = tuple(cls.sub_inputs.values())
     main_in = () if cls.kind == "trigger" or cls.sub_output else (Input("main"),)
     return NodeDescription(
         display_name=name.rsplit(".", 1)[-1],
