@@ -73,7 +73,7 @@ export class Canvas {
 
   node(node, isSub, aiTypes) {
     const [x, y] = node.position || [0, 0];
-    const size = isSub ? SUB : { w: Math.max(MAIN.w, aiTypes.length * 70), h: MAIN.h };
+    const size = isSub ? SUB : { w: Math.max(MAIN.w, aiTypes.length * 90), h: MAIN.h };
     const kind = isSub ? "sub" : isTrigger(node.type) ? "trigger" : "main";
     const g = svg("g", {
       class: `node ${kind}${node.disabled ? " disabled" : ""}`,
@@ -96,17 +96,27 @@ export class Canvas {
     g.addEventListener("pointerdown", (e) => this.pressNode(e, node.name));
     aiTypes.forEach((type, i) => {
       const cx = slotX(size.w, aiTypes.length, i);
+      const label = slotLabel(this.types, node.type, type);
       const slot = svg("g", {
         class: "slot",
         "data-slot": type,
         transform: `translate(${cx} ${size.h})`,
+        role: "button",
+        tabindex: "0",
+        "aria-label": `Add ${label} to ${node.name}`,
       });
       slot.append(
-        svg("text", { class: "slot-label", y: -8, text: slotLabel(this.types, node.type, type) }),
+        svg("text", { class: "slot-label", y: -8, text: label }),
         svg("circle", { class: "slot-add", cy: 34, r: 9, "data-slot": type }),
         svg("text", { class: "slot-plus", y: 38, text: "+" }),
       );
       slot.addEventListener("pointerdown", (e) => e.stopPropagation());
+      slot.addEventListener("keydown", (e) => {
+        if (e.key !== "Enter" && e.key !== " ") return;
+        e.stopPropagation();
+        e.preventDefault();
+        this.cb.onSlotClick(node.name, type);
+      });
       slot.addEventListener("click", (e) => {
         e.stopPropagation();
         this.cb.onSlotClick(node.name, type);

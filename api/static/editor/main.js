@@ -87,7 +87,11 @@ async function boot() {
       api.workflows(),
       api.nodeTypes(),
       // Without the credential list the editor still works; the picker says why it is empty.
-      api.credentials().catch((err) => (showError(err), [])),
+      api.credentials().catch((err) => {
+        if (err.status === 401 || err.status === 403) throw err;
+        showError(err);
+        return [];
+      }),
     ]);
     workflows = list;
     state.types = new NodeTypes(types);
