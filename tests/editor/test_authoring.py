@@ -38,6 +38,15 @@ CREDENTIALS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patient_expect():
+    """The machine is shared with other test runs: a page waits up to 15 s, not 5, for what it
+    expects (each wait still ends as soon as the page gets there)."""
+    expect.set_options(timeout=15_000)
+    yield
+    expect.set_options(timeout=5_000)
+
+
 @pytest.fixture(scope="module")
 def deployment(redis_url, tmp_path_factory):
     """The editor suite's deployment, with a credentials file for the credential picker."""
