@@ -237,7 +237,7 @@ def test_the_built_workflow_streams_its_answer_in_the_chat_panel_and_shows_its_r
     page = tab.page
     build_chat_workflow(page)
     dialog = open_node(page, "Mock Chat Model")
-    param(dialog, "delayPerTokenMs").locator("input").fill("25")
+    param(dialog, "delayPerTokenMs").locator("input").fill("60")
     param(dialog, "delayPerTokenMs").locator("input").press("Tab")
     close_node(page)
     page.click("#open-chat")  # saves the change first
@@ -275,7 +275,7 @@ def test_memory_switched_through_the_form_and_a_public_streaming_trigger_answer_
     add_to_slot(page, "AI Agent", "ai_memory", REDIS_MEMORY)
 
     dialog = open_node(page, "Mock Chat Model")
-    param(dialog, "delayPerTokenMs").locator("input").fill("40")
+    param(dialog, "delayPerTokenMs").locator("input").fill("60")
     param(dialog, "delayPerTokenMs").locator("input").press("Tab")
     close_node(page)
 
