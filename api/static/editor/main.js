@@ -33,6 +33,7 @@ const state = {
   types: new NodeTypes(),
   credentials: [],
   issues: new Map(), // node name -> the engine's validation message
+  opening: 0, // bumped by every open: a slower, older open does not replace a newer one
   get workflow() {
     return this.doc ? this.doc.data : null;
   },
@@ -143,12 +144,14 @@ function markListed() {
 
 async function openWorkflow(id, { force = false } = {}) {
   if (!force && !lifecycle.confirmDiscard()) return;
+  const ticket = ++state.opening;
   let workflow;
   try {
     workflow = await api.workflow(id);
   } catch (err) {
     return showError(err);
   }
+  if (ticket !== state.opening) return; // the user opened or started another one meanwhile
   setDoc(workflow);
   await executionList.load(id);
 }
@@ -156,6 +159,7 @@ async function openWorkflow(id, { force = false } = {}) {
 // Start editing `workflow` (a stored one, or a blank one without an id).
 function setDoc(workflow) {
   const previous = state.workflow?.id;
+  state.opening += 1;
   state.doc = new WorkflowDoc(workflow);
   state.doc.addEventListener("change", (e) => onDocChange(e.detail.kind, e.detail));
   state.current = null;
