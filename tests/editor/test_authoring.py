@@ -635,3 +635,26 @@ def test_connect_is_undone_and_redone(deployment, new_tab):
     page.keyboard.press("Control+Shift+z")
     expect(page.locator(f".edge.main[data-from='{TRIGGER}'][data-to='AI Agent']")).to_have_count(1)
     assert tab.errors == []
+
+
+def test_the_wheel_zooms_and_dragging_the_empty_canvas_pans(deployment, new_tab):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    add_from_creator(page, AGENT)
+
+    def view() -> list[float]:
+        return [float(v) for v in page.get_attribute("#canvas", "viewBox").split()]
+
+    before = view()
+    box = page.locator("#canvas").bounding_box()
+    page.mouse.move(box["x"] + 40, box["y"] + 40)  # empty canvas, away from the node
+    page.mouse.wheel(0, -300)
+    wait_until(lambda: view()[2] < before[2], 5, "the wheel to zoom in")
+    zoomed = view()
+    page.mouse.down()
+    page.mouse.move(box["x"] + 140, box["y"] + 90, steps=5)
+    page.mouse.up()
+    panned = view()
+    assert panned[2:] == zoomed[2:]  # same zoom
+    assert panned[0] < zoomed[0] and panned[1] < zoomed[1]  # the view moved with the pointer
+    assert tab.errors == []

@@ -28,15 +28,50 @@ export class Canvas {
     this.selection = null; // {kind: "node", name} | {kind: "edge", edge}
     this.workflow = { nodes: [], connections: {} };
     root.addEventListener("pointerdown", (e) => {
-      if (e.target === root) this.select(null);
+      if (e.target !== root) return;
+      this.select(null);
+      this.pan(e);
     });
+    root.addEventListener("wheel", (e) => this.zoom(e), { passive: false });
+  }
+
+  // --- view: drag the empty canvas to pan, the wheel to zoom around the pointer ----------
+  view() {
+    return this.root.getAttribute("viewBox").split(/\s+/).map(Number);
+  }
+
+  pan(event) {
+    if (event.button !== 0) return;
+    const [x, y, w, h] = this.view();
+    const scale = w / this.root.clientWidth;
+    const [sx, sy] = [event.clientX, event.clientY];
+    const move = (e) => {
+      const [dx, dy] = [(e.clientX - sx) * scale, (e.clientY - sy) * scale];
+      this.root.setAttribute("viewBox", `${x - dx} ${y - dy} ${w} ${h}`);
+    };
+    const up = () => {
+      window.removeEventListener("pointermove", move);
+      window.removeEventListener("pointerup", up);
+    };
+    window.addEventListener("pointermove", move);
+    window.addEventListener("pointerup", up);
+  }
+
+  zoom(event) {
+    event.preventDefault();
+    const p = this.point(event);
+    const factor = Math.exp(Math.max(-1, Math.min(1, event.deltaY / 300)));
+    const [x, y, w, h] = this.view();
+    const next = [p.x - (p.x - x) * factor, p.y - (p.y - y) * factor, w * factor, h * factor];
+    this.root.setAttribute("viewBox", next.join(" "));
   }
 
   setTypes(types) {
     this.types = types;
   }
 
-  render(workflow, { fit = false } = {}) {
+  // fit: frame every node; reveal: frame them only if that node left the view (a drag).
+  render(workflow, { fit = false, reveal = null } = {}) {
     this.workflow = workflow;
     this.root.replaceChildren();
     this.boxes.clear();
@@ -55,7 +90,8 @@ export class Canvas {
     this.drawEdges();
     if (this.selection && !this.selectionExists()) this.selection = null;
     this.markSelection();
-    if (fit || !this.root.getAttribute("viewBox") || this.outOfView()) this.fit(nodes);
+    const lost = reveal && this.outOfView(reveal);
+    if (fit || lost || !this.root.getAttribute("viewBox")) this.fit(nodes);
   }
 
   // The ai_* slots drawn under a node: its declared inputs (a trigger's only once used), and
@@ -308,12 +344,10 @@ export class Canvas {
     return [right.x + 260, right.y];
   }
 
-  // A node dragged past the edge of the view: fit again, so nothing is lost from sight.
-  outOfView() {
-    const [x, y, w, h] = this.root.getAttribute("viewBox").split(/\s+/).map(Number);
-    return [...this.boxes.values()].some(
-      (b) => b.x < x || b.y < y || b.x + b.w > x + w || b.y + b.h > y + h,
-    );
+  outOfView(name) {
+    const b = this.boxes.get(name);
+    const [x, y, w, h] = this.view();
+    return Boolean(b) && (b.x < x || b.y < y || b.x + b.w > x + w || b.y + b.h > y + h);
   }
 
   subsOf(target, type) {

@@ -177,7 +177,7 @@ function setDoc(workflow) {
 function onDocChange(kind, detail = {}) {
   const workflow = state.workflow;
   if (kind === "saved") state.issues = new Map();
-  canvas.render(workflow, { fit: REFIT.has(kind) });
+  canvas.render(workflow, { fit: REFIT.has(kind), reveal: kind === "move" ? detail.name : null });
   canvas.show(state.current ? executions.get(state.current) || null : null);
   canvas.showIssues(state.issues);
   const nameInput = $("#workflow-name");

@@ -112,10 +112,14 @@ export class WorkflowDoc extends EventTarget {
   }
 
   moveNode(name, position) {
-    this.change("move", () => {
-      const node = this.node(name);
-      if (node) node.position = position.map((v) => Math.round(v / 20) * 20);
-    });
+    this.change(
+      "move",
+      () => {
+        const node = this.node(name);
+        if (node) node.position = position.map((v) => Math.round(v / 20) * 20);
+      },
+      { name },
+    );
   }
 
   renameNode(oldName, wanted) {
