@@ -9,7 +9,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from api.launcher import LaunchError
-from core.workflow_store import ActivationError, WorkflowNotFound
+from core.workflow_store import ActivationError, VersionConflict, WorkflowNotFound
 from engine.errors import EngineError
 
 log = logging.getLogger("mini_n8n.api")
@@ -48,6 +48,14 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ActivationError)
     def _activation(err):
         return jsonify({"message": str(err)}), 409
+
+    @app.errorhandler(VersionConflict)
+    def _conflict(err):
+        message = (
+            f"workflow {err} was changed since this version was loaded (in another tab?): "
+            "reload it to see the saved version"
+        )
+        return jsonify({"message": message, "code": "versionConflict"}), 409
 
     @app.errorhandler(EngineError)
     def _engine(err):

@@ -13,9 +13,12 @@ import json
 import logging
 import secrets
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
+
+from redis.exceptions import WatchError
 
 from core.jsontext import dumps
 from core.keys import Keys
@@ -46,6 +49,10 @@ class ActivationError(Exception):
     pass
 
 
+class VersionConflict(Exception):
+    """A save named a `versionId` that is no longer the stored one: someone saved in between."""
+
+
 class WorkflowStore:
     def __init__(self, client, keys: Keys, parse: Callable[[Any], StoredWorkflow]):
         self.client = client
@@ -55,22 +62,39 @@ class WorkflowStore:
         self._lock = threading.Lock()
 
     # --- CRUD -----------------------------------------------------------------------------
-    def save(self, data: dict[str, Any]) -> Any:
-        """Validate and store a workflow (an n8n export as it is). Keeps it active if it was."""
+    def save(self, data: dict[str, Any], expected_version: str | None = None) -> Any:
+        """Validate and store a workflow (an n8n export as it is). Keeps it active if it was.
+
+        Each save over a stored one is a new version (a fresh `versionId`; a first save keeps the
+        one it brings, as an import does). With `expected_version` (the versionId the caller
+        edited) the save happens only if that is still the stored one, checked and written in
+        one Redis transaction; else VersionConflict."""
         data = dict(data)
         data["id"] = str(data.get("id") or secrets.token_hex(8))
-        existing = self.get_json(data["id"])
-        data["active"] = bool(existing and existing.get("active"))
-        workflow = self.parse(data)
-        if data["active"]:
-            self._check_conflicts(workflow)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.keys.workflow(workflow.id), dumps(data))
-        pipe.sadd(self.keys.workflows(), workflow.id)
-        if data["active"]:
-            self._unregister(pipe, existing)
-            self._register(pipe, workflow)
-        pipe.execute()
+        key = self.keys.workflow(data["id"])
+        with self.client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(key)
+                raw = pipe.get(key)
+                existing = json.loads(raw) if raw else None
+                stale = existing is not None and existing.get("versionId") != expected_version
+                if expected_version is not None and stale:
+                    raise VersionConflict(data["id"])
+                data["active"] = bool(existing and existing.get("active"))
+                if existing is not None or not data.get("versionId"):
+                    data["versionId"] = str(uuid.uuid4())
+                workflow = self.parse(data)
+                if data["active"]:
+                    self._check_conflicts(workflow)
+                pipe.multi()
+                pipe.set(key, dumps(data))
+                pipe.sadd(self.keys.workflows(), workflow.id)
+                if data["active"]:
+                    self._unregister(pipe, existing)
+                    self._register(pipe, workflow)
+                pipe.execute()
+            except WatchError:  # written between our read and our write
+                raise VersionConflict(data["id"]) from None
         return workflow
 
     def get_json(self, workflow_id: str) -> dict[str, Any] | None:

@@ -5,14 +5,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.description import Option, Property
 from engine.errors import NodeExecutionError
 from engine.node import SupplyDataFunctions
 
-SESSION_DEFAULTS = {
-    "sessionIdType": "fromInput",
-    "sessionKey": "={{ $json.sessionId }}",
-    "contextWindowLength": 5,
-}
+# The session fields of both memory nodes, as n8n declares them.
+SESSION_PROPERTIES = (
+    Property(
+        "sessionIdType",
+        "Session ID",
+        "options",
+        "fromInput",
+        options=(
+            Option("fromInput", "Connected Chat Trigger Node"),
+            Option("customKey", "Define below"),
+        ),
+    ),
+    Property(
+        "sessionKey",
+        "Key",
+        "string",
+        "={{ $json.sessionId }}",
+        display_options={"show": {"sessionIdType": ("customKey",)}},
+    ),
+    Property(
+        "contextWindowLength",
+        "Context Window Length",
+        "number",
+        5,
+        description="How many past interactions the model receives as context.",
+        type_options={"minValue": 0},
+    ),
+)
 
 
 def session_id(ctx: SupplyDataFunctions) -> str:

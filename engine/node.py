@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+
+from engine.description import Input, NodeDescription
 
 if TYPE_CHECKING:
     from engine.services import Services
@@ -98,20 +99,31 @@ class SupplyDataFunctions(NodeFunctions, Protocol):
         (`item_index` of supply_data unless given)."""
 
 
-@dataclass(frozen=True)
-class SubInput:
-    """An ai_* input of a main node: which sub-nodes it takes."""
-
-    required: bool = False
-    max_connections: int | None = None  # None = any number
-
-
 class NodeType:
+    """A node type: its `description` (engine/description.py) and its entry point.
+
+    `kind`, `sub_output`, `sub_inputs` and `defaults` are read from the description when the
+    class is defined, so the engine and the editor's forms (GET /rest/node-types) share it."""
+
     type: ClassVar[str]
+    description: ClassVar[NodeDescription]
     kind: ClassVar[Literal["trigger", "main", "sub"]] = "main"
     sub_output: ClassVar[str | None] = None  # connection type a sub-node supplies
-    sub_inputs: ClassVar[dict[str, SubInput]] = {}  # ai_* inputs a main node consumes
+    sub_inputs: ClassVar[dict[str, Input]] = {}  # ai_* inputs a main node consumes
     defaults: ClassVar[dict[str, Any]] = {}  # parameter defaults, n8n names
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        desc = cls.__dict__.get("description")
+        if desc is None:
+            # A node written before descriptions existed: describe what its class attributes
+            # say (no parameters, so nothing checked), so it still loads and lists.
+            cls.description = _undeclared(cls)
+            return
+        cls.defaults = desc.defaults()
+        cls.sub_output = desc.sub_output()
+        cls.kind = "trigger" if desc.group == "trigger" else "sub" if cls.sub_output else "main"
+        cls.sub_inputs = {i.type: i for i in desc.inputs if i.type != "main"}
 
     def validate(self, node: Node) -> None:
         """Raise WorkflowValidationError for parameters that can never work."""
@@ -137,3 +149,15 @@ class NodeType:
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Any:
         raise NotImplementedError(f"{self.type} is not a sub-node")
+
+
+def _undeclared(cls: type[NodeType]) -> NodeDescription:
+    name = getattr(cls, "type", cls.__name__)
+    inputs = tuple(cls.sub_inputs.values())
+    main_in = () if cls.kind == "trigger" or cls.sub_output else (Input("main"),)
+    return NodeDescription(
+        display_name=name.rsplit(".", 1)[-1],
+        group="trigger" if cls.kind == "trigger" else "core",
+        inputs=main_in + inputs,
+        outputs=(cls.sub_output,) if cls.sub_output else ("main",),
+    )

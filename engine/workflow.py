@@ -10,6 +10,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.description import check_parameters
 from engine.errors import WorkflowValidationError
 from engine.node import AI_CONNECTION_TYPES, NodeType
 from engine.registry import get_node_type
@@ -161,6 +162,7 @@ def load_workflow(data: Any) -> Workflow:
     _check_sub_nodes(workflow)
     for node in nodes.values():
         if not node.disabled:
+            check_parameters(types[node.name].description, node.parameters, node.name)
             types[node.name].validate(node)
             types[node.name].validate_in(node, workflow)
     return workflow

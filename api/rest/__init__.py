@@ -5,7 +5,8 @@
 | GET    /rest/workflows                  | {"data": [{id, name, active, tags}]}               |
 | POST   /rest/workflows                  | store a new workflow (n8n JSON) -> 201 + it        |
 | GET    /rest/workflows/<id>             | the stored workflow JSON                           |
-| PUT    /rest/workflows/<id>             | replace it (PATCH: merge top-level fields)         |
+| PUT    /rest/workflows/<id>             | replace it (PATCH: merge top-level fields); a      |
+|                                         |   stale "versionId" -> 409; each save a new one    |
 | DELETE /rest/workflows/<id>             | delete it (and its webhooks)                       |
 | POST   /rest/workflows/<id>/activate    | register its webhooks -> it + "warnings"           |
 | POST   /rest/workflows/<id>/deactivate  | drop its webhooks                                  |
@@ -20,6 +21,10 @@
 |                                         |   protected chat's session with its workflowId     |
 | DELETE /rest/sessions/<id>[?workflowId=] | clear it                                          |
 | GET    /rest/push?pushRef=&key=         | the tab's events over SSE (`api.push`)             |
+| GET    /rest/node-types                 | {"data": [each node type's description]}           |
+| GET    /rest/credentials                | {"data": [{id, name, type}]}: never the data       |
+| POST   /rest/expressions/preview        | {workflowId, executionId, node, expression} ->     |
+|                                         |   {"result"} or {"error"} (engine/preview.py)      |
 
 Views validate, hand off to the stores in `api.runtime` and answer JSON; errors are ApiError
 (and the stores' own errors), turned into `{"message": ...}` by `api.errors`.
@@ -35,4 +40,11 @@ bp = Blueprint("rest", __name__, url_prefix="/rest")
 bp.before_request(auth.require_key)
 
 # The route modules register themselves on `bp`.
-from api.rest import executions, sessions, workflows  # noqa: E402, F401
+from api.rest import (  # noqa: E402, F401
+    credentials,
+    executions,
+    expressions,
+    node_types,
+    sessions,
+    workflows,
+)

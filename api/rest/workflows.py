@@ -51,7 +51,9 @@ def update_workflow(workflow_id: str):
     existing = _stored(workflow_id)
     if request.method == "PATCH":
         body = {**existing, **body}
-    runtime().workflows.save({**body, "id": workflow_id})
+    # The editor sends the versionId it loaded: a stale one is a 409, nothing is overwritten.
+    expected = body.get("versionId") if request.method == "PUT" else None
+    runtime().workflows.save({**body, "id": workflow_id}, expected_version=expected)
     return jsonify(_stored(workflow_id))
 
 

@@ -9,9 +9,10 @@ Every model, tool and memory call is recorded as a run of that sub-node.
 
 from __future__ import annotations
 
+from engine.description import Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError
 from engine.llm import ChatModel, TokenCallback, Tool
-from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType, SubInput
+from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
 from engine.registry import register
 from engine.workflow import Node
 from memory.base import SessionMemory
@@ -27,20 +28,65 @@ NO_PROMPT = (
 @register
 class Agent(NodeType):
     type = "@n8n/n8n-nodes-langchain.agent"
-    sub_inputs = {
-        "ai_languageModel": SubInput(required=True, max_connections=2),  # 2nd = fallback model
-        "ai_memory": SubInput(max_connections=1),
-        "ai_tool": SubInput(),
-    }
-    defaults = {
-        "promptType": "auto",
-        "text": "={{ $json.chatInput }}",
-        "options": {
-            "systemMessage": "You are a helpful assistant",
-            "maxIterations": 10,
-            "enableStreaming": True,
-        },
-    }
+    description = NodeDescription(
+        display_name="AI Agent",
+        group="agent",
+        description="Generates an action plan and executes it. Can use external tools.",
+        version=2.2,
+        subtitle="agent tools chat",
+        inputs=(
+            Input("main"),
+            # One model, as n8n without "Enable Fallback Model" (we have no fallback).
+            Input("ai_languageModel", required=True, max_connections=1),
+            Input("ai_memory", max_connections=1),
+            Input("ai_tool"),
+        ),
+        properties=(
+            Property(
+                "promptType",
+                "Source for Prompt (User Message)",
+                "options",
+                "auto",
+                options=(
+                    Option("auto", "Connected Chat Trigger Node"),
+                    Option("define", "Define below"),
+                ),
+            ),
+            Property(
+                "text",
+                "Prompt (User Message)",
+                "string",
+                "={{ $json.chatInput }}",
+                required=True,
+                display_options={"show": {"promptType": ("define",)}},
+                type_options={"rows": 2},
+            ),
+            Property(
+                "options",
+                "Options",
+                "collection",
+                {},
+                placeholder="Add Option",
+                children=(
+                    Property(
+                        "systemMessage",
+                        "System Message",
+                        "string",
+                        "You are a helpful assistant",
+                        type_options={"rows": 6},
+                    ),
+                    Property(
+                        "maxIterations",
+                        "Max Iterations",
+                        "number",
+                        10,
+                        type_options={"minValue": 1},
+                    ),
+                    Property("enableStreaming", "Enable Streaming", "boolean", True),
+                ),
+            ),
+        ),
+    )
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         return [[_AgentTurn(ctx, index).run() for index in range(len(ctx.input_items))]]

@@ -20,8 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from core.jsontext import dumps
+from engine.description import FieldGroup, Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError, WaitingForReply, WorkflowValidationError
-from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType, SubInput
+from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 from engine.registry import register
 from engine.workflow import Node, Workflow
@@ -34,8 +35,83 @@ UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
 @register
 class Chat(NodeType):
     type = "@n8n/n8n-nodes-langchain.chat"
-    sub_inputs = {"ai_memory": SubInput(required=False, max_connections=1)}
-    defaults = {"message": "", "options": {}}
+    description = NodeDescription(
+        display_name="Respond to Chat",
+        group="core",
+        description="Sends a message to the chat user and can wait for the reply "
+        "(a Chat Trigger in 'Using Response Nodes' mode).",
+        subtitle="chat respond reply send wait",
+        inputs=(Input("main"), Input("ai_memory", max_connections=1)),
+        properties=(
+            Property("message", "Message", "string", "", required=True, type_options={"rows": 4}),
+            Property("waitUserReply", "Wait for User Reply", "boolean", True),
+            Property(
+                "options",
+                "Options",
+                "collection",
+                {},
+                placeholder="Add Option",
+                children=(
+                    Property("memoryConnection", "Add Memory Input Connection", "boolean", False),
+                    Property(
+                        "limitWaitTime",
+                        "Limit Wait Time",
+                        "fixedCollection",
+                        {},
+                        groups=(
+                            FieldGroup(
+                                "values",
+                                "Values",
+                                (
+                                    Property(
+                                        "limitType",
+                                        "Limit Type",
+                                        "options",
+                                        "afterTimeInterval",
+                                        options=(
+                                            Option("afterTimeInterval", "After Time Interval"),
+                                            Option("atSpecifiedTime", "At Specified Time"),
+                                        ),
+                                    ),
+                                    Property(
+                                        "resumeAmount",
+                                        "Amount",
+                                        "number",
+                                        45,
+                                        display_options={
+                                            "show": {"limitType": ("afterTimeInterval",)}
+                                        },
+                                        type_options={"minValue": 0},
+                                    ),
+                                    Property(
+                                        "resumeUnit",
+                                        "Unit",
+                                        "options",
+                                        "minutes",
+                                        options=tuple(
+                                            Option(u, u.capitalize()) for u in UNIT_SECONDS
+                                        ),
+                                        display_options={
+                                            "show": {"limitType": ("afterTimeInterval",)}
+                                        },
+                                    ),
+                                    Property(
+                                        "maxDateAndTime",
+                                        "Max Date and Time",
+                                        "string",
+                                        "",
+                                        display_options={
+                                            "show": {"limitType": ("atSpecifiedTime",)}
+                                        },
+                                    ),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
 
     def validate(self, node: Node) -> None:
         if not str(node.parameters.get("message") or "").strip():
@@ -115,7 +191,7 @@ def _wait_user_reply(ctx: ExecuteFunctions) -> bool:
 def _wait_till(ctx: ExecuteFunctions) -> int | None:
     """The deadline in ms since the epoch that limitWaitTime sets; None without a limit."""
     limit = _options_of(ctx).get("limitWaitTime")
-    if not isinstance(limit, dict):
+    if not isinstance(limit, dict) or not limit:  # {}: the option was not added
         return None
     values = limit.get("values", limit)
     if not isinstance(values, dict):
@@ -123,9 +199,9 @@ def _wait_till(ctx: ExecuteFunctions) -> int | None:
     now = ctx.services.clock()
     if values.get("limitType", "afterTimeInterval") == "atSpecifiedTime":
         return _at(ctx, values.get("maxDateAndTime"))
-    unit = values.get("resumeUnit", "hours")
+    unit = values.get("resumeUnit", "minutes")
     try:
-        amount = float(values.get("resumeAmount", 1))
+        amount = float(values.get("resumeAmount", 45))
     except (TypeError, ValueError):
         amount = -1.0
     if unit not in UNIT_SECONDS or not amount >= 0:

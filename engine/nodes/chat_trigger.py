@@ -13,47 +13,129 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.context import merged_parameters
+from engine.description import CredentialSlot, Input, NodeDescription, Option, Property
 from engine.errors import WorkflowValidationError
-from engine.node import ExecuteFunctions, NodeOutput, NodeType, SubInput
+from engine.node import ExecuteFunctions, NodeOutput, NodeType
 from engine.registry import register
 from engine.webhooks import WebhookSpec
 from engine.workflow import Node, Workflow
-
-RESPONSE_MODES = ("lastNode", "streaming", "responseNode", "responseNodes")
 
 
 @register
 class ChatTrigger(NodeType):
     type = "@n8n/n8n-nodes-langchain.chatTrigger"
-    kind = "trigger"
-    # Only used when loadPreviousSession is "memory": the trigger reads that memory directly.
-    sub_inputs = {"ai_memory": SubInput(required=False, max_connections=1)}
-    defaults = {
-        "public": False,
-        "mode": "hostedChat",
-        "authentication": "none",
-        "initialMessages": "Hi there! 👋\nMy name is Nathan. How can I assist you today?",
-        "options": {
-            "responseMode": "lastNode",
-            "allowedOrigins": "*",
-            "loadPreviousSession": "notSupported",
-            "title": "Hi there! 👋",
-            "subtitle": "Start a chat. We're here to help you 24/7.",
-            "inputPlaceholder": "Type your question..",
-            "allowFileUploads": False,
-            "allowedFilesMimeTypes": "*",
-        },
-    }
+    description = NodeDescription(
+        display_name="When chat message received",
+        group="trigger",
+        description="Runs the workflow when a chat message arrives (n8n's Chat Trigger).",
+        version=1.3,
+        subtitle="chat trigger",
+        webhook=True,
+        # Only used when loadPreviousSession is "memory": the trigger reads that memory directly.
+        inputs=(Input("ai_memory", max_connections=1),),
+        credentials=(
+            CredentialSlot(
+                "httpBasicAuth",
+                required=True,
+                display_options={"show": {"authentication": ("basicAuth",)}},
+            ),
+        ),
+        properties=(
+            Property(
+                "public",
+                "Make Chat Publicly Available",
+                "boolean",
+                False,
+                description="Off: the production URL answers 404 (the editor's chat still works).",
+            ),
+            Property(
+                "mode",
+                "Mode",
+                "options",
+                "hostedChat",
+                options=(Option("hostedChat", "Hosted Chat"), Option("webhook", "Embedded Chat")),
+                display_options={"show": {"public": (True,)}},
+            ),
+            Property(
+                "path",
+                "Path",
+                "string",
+                "",
+                placeholder="support",
+                description="Ours: a custom production path (else <webhookId>/chat, as in n8n).",
+            ),
+            Property(
+                "authentication",
+                "Authentication",
+                "options",
+                "none",
+                options=(
+                    Option("none", "None"),
+                    Option("basicAuth", "Basic Auth"),
+                    Option("n8nUserAuth", "n8n User Auth"),
+                ),
+                display_options={"show": {"public": (True,)}},
+            ),
+            Property(
+                "initialMessages",
+                "Initial Message(s)",
+                "string",
+                "Hi there! 👋\nMy name is Nathan. How can I assist you today?",
+                display_options={"show": {"public": (True,), "mode": ("hostedChat",)}},
+                type_options={"rows": 3},
+            ),
+            Property(
+                "options",
+                "Options",
+                "collection",
+                {},
+                placeholder="Add Field",
+                children=(
+                    Property(
+                        "responseMode",
+                        "Response Mode",
+                        "options",
+                        "lastNode",
+                        options=(
+                            Option("lastNode", "When Last Node Finishes"),
+                            Option("streaming", "Streaming"),
+                            Option("responseNode", "Using Response Nodes"),
+                            Option("responseNodes", "Using Response Nodes (chat)"),
+                        ),
+                    ),
+                    Property("allowedOrigins", "Allowed Origins (CORS)", "string", "*"),
+                    Property(
+                        "loadPreviousSession",
+                        "Load Previous Session",
+                        "options",
+                        "notSupported",
+                        options=(
+                            Option("notSupported", "Off"),
+                            Option("memory", "From Memory"),
+                            Option("manually", "Manually"),
+                        ),
+                    ),
+                    Property("title", "Title", "string", "Hi there! 👋"),
+                    Property(
+                        "subtitle",
+                        "Subtitle",
+                        "string",
+                        "Start a chat. We're here to help you 24/7.",
+                    ),
+                    Property(
+                        "inputPlaceholder", "Input Placeholder", "string", "Type your question.."
+                    ),
+                    Property("allowFileUploads", "Allow File Uploads", "boolean", False),
+                    Property("allowedFilesMimeTypes", "Allowed File Mime Types", "string", "*"),
+                ),
+            ),
+        ),
+    )
 
     def validate(self, node: Node) -> None:
-        mode = (node.parameters.get("options") or {}).get("responseMode", "lastNode")
-        if mode not in RESPONSE_MODES:
-            raise WorkflowValidationError(f'unknown response mode "{mode}"', node=node.name)
+        # Types and options are checked from the description (engine/description.py).
         if not chat_path(node):
             raise WorkflowValidationError("needs a webhookId or a path", node=node.name)
-        auth = node.parameters.get("authentication", "none")
-        if auth not in ("none", "basicAuth", "n8nUserAuth"):
-            raise WorkflowValidationError(f'unknown authentication "{auth}"', node=node.name)
 
     def webhooks(self, node: Node) -> list[WebhookSpec]:
         path = chat_path(node)

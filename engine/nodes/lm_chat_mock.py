@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.description import NodeDescription, Property
 from engine.errors import ExecutionCanceled
 from engine.llm import Cancellation, TokenCallback, Tool
 from engine.node import NodeType, SupplyDataFunctions
@@ -85,9 +86,24 @@ class MockChatModel:
 @register
 class LmChatMock(NodeType):
     type = "mini-n8n.lmChatMock"
-    kind = "sub"
-    sub_output = "ai_languageModel"
-    defaults = {"delayPerTokenMs": 0}
+    description = NodeDescription(
+        display_name="Mock Chat Model",
+        group="model",
+        description="A deterministic chat model for tests and demos: no network, no key.",
+        subtitle="model llm mock",
+        inputs=(),
+        outputs=("ai_languageModel",),
+        properties=(
+            Property(
+                "delayPerTokenMs",
+                "Delay per Token (ms)",
+                "number",
+                0,
+                description="Wait between streamed tokens, to watch the answer arrive.",
+                type_options={"minValue": 0},
+            ),
+        ),
+    )
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> MockChatModel:
         delay_ms = float(ctx.get_parameter("delayPerTokenMs", 0) or 0)

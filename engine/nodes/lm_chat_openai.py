@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.credentials import CredentialError, ResolvedCredential
+from engine.description import CredentialSlot, NodeDescription, Property
 from engine.errors import NodeExecutionError, WorkflowValidationError
 from engine.node import NodeType, SupplyDataFunctions
 from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for callers)
@@ -38,9 +39,40 @@ OPTION_NAMES = (*NUMERIC_OPTIONS, "baseURL")
 @register
 class LmChatOpenAi(NodeType):
     type = "@n8n/n8n-nodes-langchain.lmChatOpenAi"
-    kind = "sub"
-    sub_output = "ai_languageModel"
-    defaults = {"model": DEFAULT_MODEL, "options": {}}
+    description = NodeDescription(
+        display_name="OpenAI Chat Model",
+        group="model",
+        description="Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM) as the Agent's model.",
+        version=1.2,
+        subtitle="model llm openai ollama vllm",
+        inputs=(),
+        outputs=("ai_languageModel",),
+        credentials=(CredentialSlot("openAiApi", required=True),),
+        properties=(
+            Property(
+                "model",
+                "Model",
+                "resourceLocator",
+                {"__rl": True, "mode": "list", "value": DEFAULT_MODEL},
+                required=True,
+            ),
+            Property(
+                "options",
+                "Options",
+                "collection",
+                {},
+                placeholder="Add Option",
+                children=(
+                    Property("baseURL", "Base URL", "string", ""),
+                    Property("temperature", "Sampling Temperature", "number", None),
+                    Property("topP", "Top P", "number", None),
+                    Property("maxTokens", "Maximum Number of Tokens", "number", None),
+                    Property("timeout", "Timeout (ms)", "number", None),
+                    Property("maxRetries", "Max Retries", "number", None),
+                ),
+            ),
+        ),
+    )
 
     def validate(self, node: Node) -> None:
         params = node.parameters or {}

@@ -4,7 +4,8 @@ messages land on different processes; that is what the Redis memory is for."""
 
 from __future__ import annotations
 
-from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
+from engine.chat_session import SESSION_PROPERTIES, session_id, window_length
+from engine.description import NodeDescription
 from engine.node import NodeType, SupplyDataFunctions
 from engine.registry import register
 from engine.workflow import Node
@@ -22,9 +23,16 @@ _fallback = InProcessMemory()
 @register
 class MemoryBufferWindow(NodeType):
     type = "@n8n/n8n-nodes-langchain.memoryBufferWindow"
-    kind = "sub"
-    sub_output = "ai_memory"
-    defaults = dict(SESSION_DEFAULTS)
+    description = NodeDescription(
+        display_name="Simple Memory",
+        group="memory",
+        description="Chat history kept in the worker process (forgets across workers).",
+        version=1.3,
+        subtitle="memory buffer window",
+        inputs=(),
+        outputs=("ai_memory",),
+        properties=SESSION_PROPERTIES,
+    )
 
     def activation_warning(self, node: Node, queue_mode: bool) -> str | None:
         return QUEUE_MODE_WARNING if queue_mode else None

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from core.credentials import CredentialError
 from core.keys import ReservedKeyError
-from engine.chat_session import SESSION_DEFAULTS, session_id, window_length
+from engine.chat_session import SESSION_PROPERTIES, session_id, window_length
+from engine.description import CredentialSlot, NodeDescription, Property
 from engine.errors import NodeExecutionError, SessionKeyRefused
 from engine.node import NodeType, SupplyDataFunctions
 from engine.nodes.chat_trigger import memory_scope
@@ -25,9 +26,29 @@ if TYPE_CHECKING:
 @register
 class MemoryRedisChat(NodeType):
     type = "@n8n/n8n-nodes-langchain.memoryRedisChat"
-    kind = "sub"
-    sub_output = "ai_memory"
-    defaults = {**SESSION_DEFAULTS, "sessionTTL": 0}
+    description = NodeDescription(
+        display_name="Redis Chat Memory",
+        group="memory",
+        description="Chat history in Redis: every worker sees every turn.",
+        version=1.5,
+        subtitle="memory redis",
+        inputs=(),
+        outputs=("ai_memory",),
+        # Optional here: without one the deployment's own Redis (REDIS_URL) is used.
+        credentials=(CredentialSlot("redis"),),
+        properties=(
+            *SESSION_PROPERTIES[:2],
+            Property(
+                "sessionTTL",
+                "Session Time To Live",
+                "number",
+                0,
+                description="Seconds before an idle session expires (0: never).",
+                type_options={"minValue": 0},
+            ),
+            SESSION_PROPERTIES[2],
+        ),
+    )
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> SessionMemory:
         client = _client(ctx)

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from core.jsontext import dumps, well_formed
+from engine.description import FieldGroup, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError
 from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
 from engine.registry import register
@@ -20,7 +21,63 @@ HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 @register
 class RespondToWebhook(NodeType):
     type = "n8n-nodes-base.respondToWebhook"
-    defaults = {"respondWith": "firstIncomingItem", "responseBody": "", "options": {}}
+    description = NodeDescription(
+        display_name="Respond to Webhook",
+        group="core",
+        description="Decides the HTTP answer of a webhook in 'Using Respond to Webhook' mode.",
+        version=1.1,
+        subtitle="response http",
+        properties=(
+            Property(
+                "respondWith",
+                "Respond With",
+                "options",
+                "firstIncomingItem",
+                options=(
+                    Option("allIncomingItems", "All Incoming Items"),
+                    Option("firstIncomingItem", "First Incoming Item"),
+                    Option("json", "JSON"),
+                    Option("noData", "No Data"),
+                    Option("text", "Text"),
+                ),
+            ),
+            Property(
+                "responseBody",
+                "Response Body",
+                "string",
+                "",
+                display_options={"show": {"respondWith": ("json", "text")}},
+                type_options={"rows": 4},
+            ),
+            Property(
+                "options",
+                "Options",
+                "collection",
+                {},
+                placeholder="Add Option",
+                children=(
+                    Property("responseCode", "Response Code", "number", 200),
+                    Property(
+                        "responseHeaders",
+                        "Response Headers",
+                        "fixedCollection",
+                        {},
+                        type_options={"multipleValues": True},
+                        groups=(
+                            FieldGroup(
+                                "entries",
+                                "Entries",
+                                (
+                                    Property("name", "Name", "string", ""),
+                                    Property("value", "Value", "string", ""),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         items = ctx.input_items

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from engine.description import FieldGroup, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError
 from engine.node import ExecuteFunctions, NodeOutput, NodeType
 from engine.registry import register
@@ -17,7 +18,50 @@ from engine.registry import register
 @register
 class Set(NodeType):
     type = "n8n-nodes-base.set"
-    defaults = {"mode": "manual", "includeOtherFields": False, "options": {}}
+    description = NodeDescription(
+        display_name="Edit Fields (Set)",
+        group="core",
+        description="Sets fields on each item.",
+        version=3.4,
+        subtitle="set fields edit",
+        properties=(
+            Property(
+                "mode", "Mode", "options", "manual", options=(Option("manual", "Manual Mapping"),)
+            ),
+            Property(
+                "assignments",
+                "Fields to Set",
+                "fixedCollection",
+                {},
+                type_options={"multipleValues": True},
+                groups=(
+                    FieldGroup(
+                        "assignments",
+                        "Fields",
+                        (
+                            Property("name", "Name", "string", "", required=True),
+                            Property("value", "Value", "json", ""),  # typed by "type"
+                            Property(
+                                "type",
+                                "Type",
+                                "options",
+                                "string",
+                                options=(
+                                    Option("string", "String"),
+                                    Option("number", "Number"),
+                                    Option("boolean", "Boolean"),
+                                    Option("object", "Object"),
+                                    Option("array", "Array"),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+            Property("includeOtherFields", "Include Other Input Fields", "boolean", False),
+            Property("options", "Options", "collection", {}, placeholder="Add Option"),
+        ),
+    )
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         out = []

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from engine.description import NodeDescription
 from engine.node import NodeType, SupplyDataFunctions
 from engine.registry import register
 
@@ -273,8 +274,14 @@ class Calculator:
 @register
 class ToolCalculator(NodeType):
     type = "@n8n/n8n-nodes-langchain.toolCalculator"
-    kind = "sub"
-    sub_output = "ai_tool"
+    description = NodeDescription(
+        display_name="Calculator",
+        group="tool",
+        description="Safe arithmetic the Agent can call as a tool.",
+        subtitle="tool math calculator",
+        inputs=(),
+        outputs=("ai_tool",),
+    )
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Calculator:
         return Calculator()

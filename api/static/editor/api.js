@@ -61,6 +61,30 @@ export class Api {
     return this.request("GET", `/workflows/${encodeURIComponent(id)}`);
   }
 
+  createWorkflow(workflow) {
+    return this.request("POST", "/workflows", workflow);
+  }
+
+  saveWorkflow(workflow) {
+    return this.request("PUT", `/workflows/${encodeURIComponent(workflow.id)}`, workflow);
+  }
+
+  deleteWorkflow(id) {
+    return this.request("DELETE", `/workflows/${encodeURIComponent(id)}`);
+  }
+
+  nodeTypes() {
+    return this.request("GET", "/node-types").then((r) => r.data);
+  }
+
+  credentials() {
+    return this.request("GET", "/credentials").then((r) => r.data);
+  }
+
+  previewExpression(body) {
+    return this.request("POST", "/expressions/preview", body);
+  }
+
   setActive(id, active) {
     const action = active ? "activate" : "deactivate";
     return this.request("POST", `/workflows/${encodeURIComponent(id)}/${action}`);

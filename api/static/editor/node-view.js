@@ -1,13 +1,16 @@
-// The node view: a node's input and output for each run of the execution on display, read from
-// the execution's run data (n8n's shape: runData[node] = [{data, inputOverride, source, ...}]).
+// The node view: the node's parameter form (built by main.js from the node type's declaration)
+// and its input and output for each run of the execution on display, read from the execution's
+// run data (n8n's shape: runData[node] = [{data, inputOverride, source, ...}]).
 
 import { el } from "./util.js";
 
 export class NodeView {
-  constructor(dialog, { api, executions }) {
+  constructor(dialog, { api, executions, form }) {
     this.dialog = dialog;
     this.api = api;
     this.executions = executions;
+    this.form = form; // node -> the parameter panel's element
+    this.node = null;
     this.title = dialog.querySelector("#ndv-title");
     this.body = dialog.querySelector("#ndv-body");
     dialog.querySelector("#ndv-close").addEventListener("click", () => dialog.close());
@@ -20,10 +23,24 @@ export class NodeView {
     });
   }
 
+  // The parameter panel again, after the node changed (its name may have changed too).
+  refreshForm(node) {
+    if (!this.dialog.open || !this.paramsBox) return;
+    if (!node) {
+      this.dialog.close();
+      return;
+    }
+    this.node = node;
+    this.title.textContent = node.name;
+    this.paramsBox.replaceChildren(this.form(node));
+  }
+
   async open(node, exec) {
     this.showing = null;
+    this.node = node;
     this.title.textContent = node.name;
-    this.body.replaceChildren(el("p", { class: "muted", text: node.type }));
+    this.paramsBox = el("section", { class: "ndv-params" }, this.form(node));
+    this.body.replaceChildren(this.paramsBox, el("p", { class: "muted", text: node.type }));
     if (!this.dialog.open) this.dialog.showModal();
     if (!exec) {
       this.body.append(el("p", { class: "hint", text: "Run the workflow to see this node's data." }));

@@ -1,0 +1,88 @@
+// Node types as the engine declares them (GET /rest/node-types, engine/description.py): the node
+// creator, the canvas slots and the parameter forms all read these, so they cannot disagree
+// with the engine's validation.
+
+export const GROUPS = [
+  ["trigger", "Triggers"],
+  ["agent", "AI: Agents"],
+  ["model", "AI: Models"],
+  ["memory", "AI: Memory"],
+  ["tool", "AI: Tools"],
+  ["core", "Core"],
+];
+
+const SLOT_LABELS = { ai_languageModel: "Model", ai_memory: "Memory", ai_tool: "Tool" };
+
+// A slot's name as the node type declares it (the Agent's "Chat Model"), else a generic one.
+export function slotLabel(types, typeName, connectionType) {
+  const slot = types?.slots(typeName).find((s) => s.type === connectionType);
+  return (slot && slot.displayName) || SLOT_LABELS[connectionType] || connectionType;
+}
+
+export class NodeTypes {
+  constructor(list = []) {
+    this.byName = new Map(list.map((t) => [t.name, t]));
+  }
+
+  get(name) {
+    return this.byName.get(name) || null;
+  }
+
+  all() {
+    return [...this.byName.values()];
+  }
+
+  // The ai_* inputs a type takes ([{type, required, maxConnections, displayName}]).
+  slots(typeName) {
+    const type = this.get(typeName);
+    return type ? type.inputs.filter((i) => i.type !== "main") : [];
+  }
+
+  hasMainInput(typeName) {
+    const type = this.get(typeName);
+    return Boolean(type && type.inputs.some((i) => i.type === "main"));
+  }
+
+  hasMainOutput(typeName) {
+    const type = this.get(typeName);
+    return Boolean(type && type.outputs.includes("main"));
+  }
+
+  // The connection type a sub-node supplies (ai_tool, ...), or null for a main node.
+  supplies(typeName) {
+    const type = this.get(typeName);
+    return (type && type.outputs.find((o) => o.startsWith("ai_"))) || null;
+  }
+
+  // The types that fit an ai_* slot: those supplying that connection type.
+  fitting(connectionType) {
+    return this.all().filter((t) => t.outputs.includes(connectionType));
+  }
+}
+
+// n8n's displayOptions: every `show` condition holds and no `hide` condition does, read from
+// the values of the property's siblings.
+export function displayed(prop, values) {
+  const conditions = prop.displayOptions || {};
+  for (const [name, allowed] of Object.entries(conditions.show || {})) {
+    if (!allowed.includes(values[name.replace(/^\//, "")])) return false;
+  }
+  for (const [name, denied] of Object.entries(conditions.hide || {})) {
+    if (denied.includes(values[name.replace(/^\//, "")])) return false;
+  }
+  return true;
+}
+
+// What the engine reads when a parameter is absent (a collection: its options' defaults).
+export function engineDefault(prop) {
+  if (prop.type === "collection") {
+    return Object.fromEntries((prop.options || []).map((p) => [p.name, engineDefault(p)]));
+  }
+  return structuredClone(prop.default ?? null);
+}
+
+export function withDefaults(properties, values) {
+  const merged = {};
+  for (const prop of properties) merged[prop.name] = engineDefault(prop);
+  return { ...merged, ...values };
+}
