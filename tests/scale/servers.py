@@ -109,9 +109,7 @@ pid {workdir}/nginx.pid;
 error_log {workdir}/error.log warn;
 events {{ worker_connections 4096; }}
 http {{
-    # Which api process took each request: logged when it ends (a client that goes away ends it).
-    log_format upstream '$upstream_addr $request_method $uri $status $sent_http_x_execution_id';
-    access_log {workdir}/access.log upstream;
+    access_log off;
     client_body_temp_path {workdir}/body;
     proxy_temp_path {workdir}/proxy;
     fastcgi_temp_path {workdir}/fastcgi;
@@ -134,6 +132,8 @@ http {{
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             # No proxy_buffering directive: the api's X-Accel-Buffering: no must be enough.
             proxy_read_timeout 60s;
+            # Which api process took the request, on every answer (101 and streams included).
+            add_header X-Upstream $upstream_addr always;
         }}
     }}
 }}
@@ -156,25 +156,10 @@ def _accepting(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-class Proxy:
-    def __init__(self, base: str, access_log: Path):
-        self.base = base
-        self.access_log = access_log
-
-    def requests(self) -> list[dict[str, str]]:
-        """Each ended request: the upstream that took it, method, path, status, execution id."""
-        if not self.access_log.exists():
-            return []
-        fields = ("upstream", "method", "path", "status", "execution_id")
-        return [
-            dict(zip(fields, line.split(" "), strict=True))
-            for line in self.access_log.read_text().splitlines()
-        ]
-
-
 @contextlib.contextmanager
-def nginx(workdir: Path, upstreams: list[str]) -> Iterator[Proxy]:
-    """nginx on a free port, round-robin over `upstreams` (http://host:port)."""
+def nginx(workdir: Path, upstreams: list[str]) -> Iterator[str]:
+    """nginx on a free port, round-robin over `upstreams` (http://host:port): its base URL.
+    Each answer names the api that gave it in `X-Upstream` (host:port)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     servers = "\n".join(f"        server {u.removeprefix('http://')};" for u in upstreams)
@@ -186,6 +171,6 @@ def nginx(workdir: Path, upstreams: list[str]) -> Iterator[Proxy]:
     try:
         wait_until(lambda: server.alive() and _accepting(port), START_TIMEOUT, "nginx to listen")
         assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
-        yield Proxy(base, workdir / "access.log")
+        yield base
     finally:
         server.stop()
