@@ -34,6 +34,18 @@ def test_the_chat_panel_shows_chat_node_messages_and_answers_a_waiting_node(depl
         lambda: deployment.execution(execution_id)["status"] == "waiting", 10, "the run to wait"
     )
 
+    # The reply's own answer is held until the resumed run has finished, so its next message
+    # reaches the page over push first (the order a busy machine can produce).
+    def hold_until_finished(route):
+        response = route.fetch()
+        wait_until(
+            lambda: deployment.execution(execution_id)["status"] == "success",
+            10,
+            "the resumed run to finish",
+        )
+        route.fulfill(response=response)
+
+    page.route("**/rest/workflows/*/chat", hold_until_finished)
     page.fill("#chat-input", "Ada")
     page.press("#chat-input", "Enter")
     answer = page.locator(".message.bot").nth(1)

@@ -96,6 +96,8 @@ export class ChatPanel {
   async reply(conversation, text) {
     this.conversation = null;
     const bubble = this.botBubble();
+    // Before the POST: the resumed run's next message can come over push before its answer does.
+    conversation.bubble = bubble;
     const workflowId = this.workflowId;
     const body = { sessionId: this.sessionId, chatInput: text, pushRef: this.pushRef };
     let answer;
@@ -105,9 +107,7 @@ export class ChatPanel {
       this.fail(bubble, err.message);
       return;
     }
-    if (answer.resumed) {
-      conversation.bubble = bubble; // what the resumed run says next goes here
-    } else {
+    if (!answer.resumed) {
       this.follow(answer.executionId, workflowId, bubble); // it had stopped waiting: a new run
     }
   }
