@@ -45,6 +45,10 @@ def post_worker_init(worker) -> None:
     own, so a watcher ends them as soon as the worker is told to stop."""
     import gevent
 
+    # Warm start (issue 14): the app was loaded with the node modules (api/wsgi.py); its shared
+    # clients are opened now, before the first request.
+    worker.wsgi.extensions["mini_n8n"].warm_start()
+
     def watch() -> None:
         while worker.alive:
             gevent.sleep(0.5)

@@ -40,7 +40,7 @@ class Launcher:
         self.store = store
         self._relay = relay  # callables: built lazily, once per process
         self._celery = celery
-        self._producer = None
+        self._producer: Any = None  # a kombu Producer, once built
         self._publish_lock = threading.Lock()
         self._runtime: WorkerRuntime | None = None
 
@@ -104,6 +104,24 @@ class Launcher:
         if self.settings.executions_mode == "regular":
             return self.relay.open_local(channel)
         return self.relay.subscribe(channel)
+
+    def warm(self) -> None:
+        """Warm start (issue 14): the relay's subscriber connection and the broker producer,
+        opened before the first request instead of inside it."""
+        if self.settings.executions_mode == "regular":
+            return
+        self.relay.warm()
+        with self._publish_lock:
+            app = self._celery()
+            if self._producer is None:
+                self._producer = app.amqp.Producer(app.connection_for_write())
+            producer = self._producer
+            # Measured on a first send_task: Celery finds its (disabled) result backend by
+            # reading every installed package's entry points, builds a result class and its
+            # task sender (importing its event dispatcher), and kombu connects the producer's
+            # channel and declares the queue; together most of a first message's extra time.
+            _ = app.backend, app.AsyncResult, app.amqp.send_task_message, producer.channel
+            producer.maybe_declare(app.amqp.queues[self.settings.task_queue])
 
     def _enqueue(self, payload: dict[str, Any]) -> None:
         if self.settings.executions_mode == "regular":

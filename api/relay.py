@@ -110,6 +110,16 @@ class Relay:
             raise RelayError("Redis did not confirm the subscription in time")
         return stream
 
+    def warm(self) -> None:
+        """Open the shared connection and start its reader now (RelayError if Redis is not
+        there; the first subscription then tries again)."""
+        with self._lock:
+            try:
+                self._connection()
+            except (redis.RedisError, OSError) as err:
+                self._reset()
+                raise RelayError(f"cannot connect: {err}") from err
+
     def open_local(self, channel: str) -> Stream:
         """A stream fed from inside this process (regular mode): no Redis subscription."""
         stream = Stream(channel, self.max_stream_bytes, local=True)

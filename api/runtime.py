@@ -4,6 +4,7 @@ worker process gunicorn forked, never at import time."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ from memory.window import InProcessMemory
 if TYPE_CHECKING:
     from core.credentials import CredentialStore
     from core.redis_credentials import RedisConnections
+
+log = logging.getLogger("mini_n8n.api")
 
 # Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
 # thousands of requests a second and keeps the api's connection count constant under load.
@@ -69,6 +72,16 @@ class ApiRuntime:
         finally:
             for conn in conns:
                 pool.release(conn)
+
+    def warm_start(self) -> None:
+        """Everything the first chat message would otherwise build, built once the process
+        starts (gunicorn's post_worker_init): the Redis pool, the relay's connection, the
+        Celery producer. Redis not being there yet is no error: each is built on first use."""
+        self.warm()
+        try:
+            self.launcher.warm()
+        except Exception as err:
+            log.warning("warm start incomplete, finished on first use: %s", err)
 
     def relay(self) -> Relay:
         with self._lock:

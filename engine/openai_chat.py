@@ -231,9 +231,10 @@ _TLS: list[Any] = []  # the process's one TLS context, built once (loading CAs t
 
 
 def warm() -> None:
-    """What the first model call would otherwise build: the TLS context every client shares.
+    """What the first model call would otherwise build or import: the TLS context every client
+    shares, and the transport's modules (httpx imports httpcore when a client is first built).
     A worker calls it before it takes its first task (warm start, issue 14)."""
-    _tls_context()
+    httpx.Client(verify=_tls_context()).close()
 
 
 def _tls_context() -> Any:
