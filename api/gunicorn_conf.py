@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tempfile
 
@@ -25,6 +26,16 @@ def on_starting(server) -> None:
     global _metrics_dir
     _metrics_dir = tempfile.mkdtemp(prefix="mini-n8n-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+    _raise_open_files_limit()
+
+
+def _raise_open_files_limit() -> None:
+    """Every open stream is a socket: lift the soft limit on open files (often 1024) to the hard
+    one, for this master and the workers it forks, so 10,000 streams are not refused for want of
+    file descriptors (issue 14)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def child_exit(server, worker) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import redis
 from flask import current_app
 
+from api.admission import Admission
 from api.launcher import Launcher
 from api.relay import Relay
 from core.executions import ExecutionStore
@@ -54,6 +55,7 @@ class ApiRuntime:
         self._warm = False
         self._credentials: CredentialStore | None = None
         self._redis_connections: RedisConnections | None = None
+        self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 
     def warm(self) -> None:

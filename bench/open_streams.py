@@ -1,9 +1,11 @@
-"""Open streams (issue 3): how many concurrent streaming requests one api process holds with a
-slow model, its memory per open stream, and its Redis connection count.
+"""Open streams (issues 3 and 14): how many concurrent streaming requests one api process holds
+with a slow model, its memory per open stream, and its Redis connection count.
 
 N clients (asyncio, raw sockets) each open a streaming chat and keep reading while a slow mock
 model (5 s per token) answers; once every stream has delivered its first token, the api worker's
 RSS and its TCP connections to Redis are read from /proc. Every stream must then complete.
+Each kind of answer is counted: complete and exact streams, streams that ended otherwise, and
+refusals by status (an overloaded api answers 503 JSON with Retry-After, never 500).
 
     python bench/open_streams.py [N]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import resource
 import sys
 import time
 from urllib.parse import urlparse
@@ -46,6 +49,14 @@ async def first_token_watch(host, port, path, session, ready: list) -> str:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
     )
     await writer.drain()
+    status_line = await reader.readline()
+    status = status_line.split(b" ")[1].decode() if status_line.count(b" ") >= 2 else "none"
+    if status != "200":
+        rest = await reader.read()
+        writer.close()
+        head, _, payload = rest.partition(b"\r\n\r\n")
+        retry = b"retry-after:" in head.lower()
+        return f"[HTTP {status}{' Retry-After' if retry else ''}: {payload[:80]!r}]"
     buffer, text, first = b"", "", False
     while True:
         data = await reader.read(65536)
@@ -59,9 +70,9 @@ async def first_token_watch(host, port, path, session, ready: list) -> str:
             if start < 0:
                 continue
             chunk = json.loads(line[start:])
-            if chunk["type"] == "error":
+            if chunk.get("type") == "error":
                 text += f" [error: {chunk.get('content')}]"
-            if chunk["type"] == "item":
+            if chunk.get("type") == "item":
                 text += chunk["content"]
                 if not first:
                     first = True
@@ -94,17 +105,24 @@ async def run(n: int, base: str, path: str, api_pid: int, redis_port: int) -> No
     texts = await asyncio.gather(*tasks)
     complete = sum(1 for t in texts if t == ANSWER)
     failures = collections.Counter(t[-100:] for t in texts if t != ANSWER)
+    refused = collections.Counter(t.split(":")[0] + "]" for t in texts if t.startswith("[HTTP"))
     print(
         f"api worker RSS: {idle_rss / 1024:.1f} MiB idle -> {open_rss / 1024:.1f} MiB with {len(ready)} open streams"
     )
     print(f"memory per open stream: {(open_rss - idle_rss) / max(len(ready), 1):.1f} KiB")
     print(f"api Redis connections: {idle_conns} idle, {open_conns} with {len(ready)} open streams")
     print(f"complete and exact answers: {complete} of {n}")
-    for text, count in failures.most_common(3):
+    print(f"refused: {dict(refused) or 'none'}")
+    print(f"other endings: {n - complete - sum(refused.values())}")
+    for text, count in failures.most_common(4):
         print(f"  {count} ended: ...{text}")
 
 
 def main(n: int) -> None:
+    # Each stream is a socket in this process and in the api (which inherits the limit).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, 2 * n + 1024)) if hard != resource.RLIM_INFINITY else 2 * n + 1024
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     with redis_server() as redis_url:
         deploy = Deployment(redis_url)
         try:
@@ -116,6 +134,10 @@ def main(n: int) -> None:
             # One warm-up request so the pools are open before the idle reading.
             asyncio.run(run(1, base, path, api_pid, urlparse(redis_url).port))
             asyncio.run(run(n, base, path, api_pid, urlparse(redis_url).port))
+            errors = [line for p, _ in deploy.apis for line in p.lines if "Error" in line]
+            if errors:
+                print(f"api log lines naming an error: {len(errors)}; the last ones:")
+                print("".join(errors[-5:]))
         finally:
             deploy.stop()
 

@@ -135,7 +135,7 @@ def _api(args) -> int:
         sys.executable, "-m", "gunicorn",
         "--worker-class", "gevent",
         "--workers", os.environ.get("WEB_CONCURRENCY", "1"),
-        "--worker-connections", os.environ.get("MINI_N8N_WORKER_CONNECTIONS", "10000"),
+        "--worker-connections", os.environ.get("MINI_N8N_WORKER_CONNECTIONS", "16384"),
         "--bind", f"{os.environ.get('HOST', '0.0.0.0')}:{settings.port}",
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
         "--keep-alive", "5",
