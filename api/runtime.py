@@ -13,6 +13,7 @@ from flask import current_app
 
 from api.admission import Admission
 from api.launcher import Launcher
+from api.liveness import LivenessChecks
 from api.relay import Relay
 from core.executions import ExecutionStore
 from core.keys import Keys
@@ -55,6 +56,7 @@ class ApiRuntime:
         self._warm = False
         self._credentials: CredentialStore | None = None
         self._redis_connections: RedisConnections | None = None
+        self.liveness = LivenessChecks(self.executions, settings.queue_timeout_seconds)
         self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 

@@ -120,7 +120,7 @@ def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers
             turn.release()  # started (or refused): what follows only waits
     if launched.stream is None:
         return started_response(launched.execution_id, headers)
-    outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings)
+    outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings, rt.liveness)
     if response_mode == "streaming":
         return streaming_response(outcome, headers, stop_on_client_disconnect(raw))
     if response_mode == "responseNode":
