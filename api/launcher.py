@@ -16,6 +16,7 @@ from core.clock import now_ms
 from core.executions import ExecutionStore, Status
 from core.keys import Keys
 from core.settings import Settings
+from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
 from worker.celery_app import TASK_NAME
 
@@ -43,6 +44,7 @@ class Launcher:
         self._producer: Any = None  # a kombu Producer, once built
         self._publish_lock = threading.Lock()
         self._runtime: WorkerRuntime | None = None
+        self._snapshots = WorkflowSnapshots(store.client, keys, settings.executions_ttl)
 
     @property
     def relay(self) -> Relay:
@@ -82,7 +84,7 @@ class Launcher:
             self._enqueue(
                 {
                     "record": record,
-                    "workflow": raw,
+                    **self._workflow(raw),
                     "startNode": trigger,
                     "items": items,
                     "streaming": response_mode == "streaming" if streaming is None else streaming,
@@ -99,6 +101,14 @@ class Launcher:
             self.store.transition(failed, {Status.NEW})
             raise LaunchError(f"the execution could not be started: {err}") from err
         return Launch(execution_id, stream)
+
+    def _workflow(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The task's workflow: a reference to a stored version in queue mode (the message then
+        stays small, core/workflow_snapshots.py); the JSON itself in regular mode, where the
+        payload never leaves this process."""
+        if self.settings.executions_mode == "regular":
+            return {"workflow": raw}
+        return {"workflowRef": self._snapshots.ref(raw)}
 
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":
