@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from api.relay import Relay, Stream
+from api.task_sender import TaskSender
 from core.clock import now_ms
 from core.executions import ExecutionStore, Status
 from core.keys import Keys
@@ -44,6 +45,7 @@ class Launcher:
         self._producer: Any = None  # a kombu Producer, once built
         self._publish_lock = threading.Lock()
         self._runtime: WorkerRuntime | None = None
+        self._sender = TaskSender(self._send_task)
         self._snapshots = WorkflowSnapshots(store.client, keys, settings.executions_ttl)
 
     @property
@@ -137,6 +139,9 @@ class Launcher:
         if self.settings.executions_mode == "regular":
             threading.Thread(target=self._local_runtime().run, args=(payload,), daemon=True).start()
             return
+        self._sender.send(payload)  # sent by one thread of this process: api/task_sender.py
+
+    def _send_task(self, payload: dict[str, Any]) -> None:
         # One broker connection per api process, shared by every request: a publish is one
         # LPUSH, so taking turns costs little and the connection count stays constant.
         with self._publish_lock:

@@ -151,9 +151,14 @@ def main(n: int, delay_ms: int = DELAY_MS) -> None:
             # One warm-up request so the pools are open before the idle reading.
             asyncio.run(run(1, base, path, api_pid, urlparse(redis_url).port))
             asyncio.run(run(n, base, path, api_pid, urlparse(redis_url).port))
-            errors = [line for p, _ in deploy.apis for line in p.lines if "Error" in line]
+            marks = ("Error", "TIMEOUT", "Booting worker", "exiting", "CRITICAL")
+            errors = [
+                line for p, _ in deploy.apis for line in p.lines if any(m in line for m in marks)
+            ]
             if errors:
-                print(f"api log lines naming an error: {len(errors)}; the last ones:")
+                print(
+                    f"api log lines naming an error or a worker restart: {len(errors)}; the last:"
+                )
                 print("".join(errors[-5:]))
         finally:
             deploy.stop()
