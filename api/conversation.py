@@ -99,7 +99,7 @@ def deliver_reply(rt, execution_id: str, session_id: str, body: dict[str, Any]) 
         }
     }
     try:
-        rt.launcher.resume(queued, saved["workflow"], reply, push_ref=saved.get("pushRef"))
+        rt.launcher.resume(queued, saved["source"], reply, push_ref=saved.get("pushRef"))
     except LaunchError as err:
         raise ReplyRefused(str(err)) from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tempfile
 
@@ -25,6 +26,16 @@ def on_starting(server) -> None:
     global _metrics_dir
     _metrics_dir = tempfile.mkdtemp(prefix="mini-n8n-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+    _raise_open_files_limit()
+
+
+def _raise_open_files_limit() -> None:
+    """Every open stream is a socket: lift the soft limit on open files (often 1024) to the hard
+    one, for this master and the workers it forks, so 10,000 streams are not refused for want of
+    file descriptors (issue 14)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def child_exit(server, worker) -> None:
@@ -44,6 +55,10 @@ def post_worker_init(worker) -> None:
     timeout. Chat streams should finish in that time; editor push streams never finish on their
     own, so a watcher ends them as soon as the worker is told to stop."""
     import gevent
+
+    # Warm start (issue 14): the app was loaded with the node modules (api/wsgi.py); its shared
+    # clients are opened now, before the first request.
+    worker.wsgi.extensions["mini_n8n"].warm_start()
 
     def watch() -> None:
         while worker.alive:

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from api.relay import Relay, Stream
+from api.task_sender import TaskSender
 from core.clock import now_ms
 from core.executions import ExecutionStore, Status
 from core.keys import Keys
 from core.settings import Settings
+from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
 from worker.celery_app import TASK_NAME
 
@@ -40,9 +42,11 @@ class Launcher:
         self.store = store
         self._relay = relay  # callables: built lazily, once per process
         self._celery = celery
-        self._producer = None
+        self._producer: Any = None  # a kombu Producer, once built
         self._publish_lock = threading.Lock()
         self._runtime: WorkerRuntime | None = None
+        self._sender = TaskSender(self._send_task)
+        self._snapshots = WorkflowSnapshots(store.client, keys, settings.executions_ttl)
 
     @property
     def relay(self) -> Relay:
@@ -83,7 +87,7 @@ class Launcher:
             self._enqueue(
                 {
                     "record": record,
-                    "workflow": raw,
+                    **self._workflow(raw),
                     "startNode": trigger,
                     "items": items,
                     "streaming": response_mode == "streaming" if streaming is None else streaming,
@@ -101,13 +105,14 @@ class Launcher:
             raise LaunchError(f"the execution could not be started: {err}") from err
         return Launch(execution_id, stream)
 
-    def resume(self, record: dict[str, Any], raw: dict[str, Any], reply: dict[str, Any],
+    def resume(self, record: dict[str, Any], source: dict[str, Any], reply: dict[str, Any],
                push_ref: str | None = None) -> None:  # fmt: skip
         """Enqueue the reply to a waiting execution, already moved `waiting -> new` (see
-        core/waiting.py): whichever worker takes it continues the execution from Redis."""
+        core/waiting.py): whichever worker takes it continues the execution from Redis, with
+        the workflow version it started with (`source`: what its first task carried)."""
         payload: dict[str, Any] = {
             "record": record,
-            "workflow": raw,
+            **source,
             "startNode": None,
             "items": [],
             "streaming": False,
@@ -122,15 +127,44 @@ class Launcher:
             self.store.transition(failed, {Status.NEW})
             raise LaunchError(f"the reply could not be delivered: {err}") from err
 
+    def _workflow(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The task's workflow: a reference to a stored version in queue mode (the message then
+        stays small, core/workflow_snapshots.py); the JSON itself in regular mode, where the
+        payload never leaves this process."""
+        if self.settings.executions_mode == "regular":
+            return {"workflow": raw}
+        return {"workflowRef": self._snapshots.ref(raw)}
+
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":
             return self.relay.open_local(channel)
         return self.relay.subscribe(channel)
 
+    def warm(self) -> None:
+        """Warm start (issue 14): the relay's subscriber connection and the broker producer,
+        opened before the first request instead of inside it."""
+        if self.settings.executions_mode == "regular":
+            return
+        self.relay.warm()
+        with self._publish_lock:
+            app = self._celery()
+            if self._producer is None:
+                self._producer = app.amqp.Producer(app.connection_for_write())
+            producer = self._producer
+            # Measured on a first send_task: Celery finds its (disabled) result backend by
+            # reading every installed package's entry points, builds a result class and its
+            # task sender (importing its event dispatcher), and kombu connects the producer's
+            # channel and declares the queue; together most of a first message's extra time.
+            _ = app.backend, app.AsyncResult, app.amqp.send_task_message, producer.channel
+            producer.maybe_declare(app.amqp.queues[self.settings.task_queue])
+
     def _enqueue(self, payload: dict[str, Any]) -> None:
         if self.settings.executions_mode == "regular":
             threading.Thread(target=self._local_runtime().run, args=(payload,), daemon=True).start()
             return
+        self._sender.send(payload)  # sent by one thread of this process: api/task_sender.py
+
+    def _send_task(self, payload: dict[str, Any]) -> None:
         # One broker connection per api process, shared by every request: a publish is one
         # LPUSH, so taking turns costs little and the connection count stays constant.
         with self._publish_lock:
@@ -139,10 +173,15 @@ class Launcher:
                 self._producer = app.amqp.Producer(app.connection_for_write())
             # The task id is the execution id: Celery's lines, Flower and the worker's logs
             # (core/logs.py) all name the execution by it.
+            record = payload["record"]
             app.send_task(
                 TASK_NAME,
                 args=[payload],
-                task_id=payload["record"]["id"],
+                # What Celery logs and shows (Flower) as the arguments: not a repr of the whole
+                # payload and its workflow, which cost a few percent of the api's CPU per message.
+                argsrepr=f"[execution {record['id']} of workflow {record['workflowId']}]",
+                kwargsrepr="{}",
+                task_id=record["id"],
                 queue=self.settings.task_queue,
                 producer=self._producer,
             )

@@ -4,13 +4,16 @@ worker process gunicorn forked, never at import time."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
 import redis
 from flask import current_app
 
+from api.admission import Admission
 from api.launcher import Launcher
+from api.liveness import LivenessChecks
 from api.relay import Relay
 from core.executions import ExecutionStore
 from core.keys import Keys
@@ -24,6 +27,8 @@ from memory.window import InProcessMemory
 if TYPE_CHECKING:
     from core.credentials import CredentialStore
     from core.redis_credentials import RedisConnections
+
+log = logging.getLogger("mini_n8n.api")
 
 # Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
 # thousands of requests a second and keeps the api's connection count constant under load.
@@ -51,6 +56,8 @@ class ApiRuntime:
         self._warm = False
         self._credentials: CredentialStore | None = None
         self._redis_connections: RedisConnections | None = None
+        self.liveness = LivenessChecks(self.executions, settings.queue_timeout_seconds)
+        self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 
     def warm(self) -> None:
@@ -69,6 +76,16 @@ class ApiRuntime:
         finally:
             for conn in conns:
                 pool.release(conn)
+
+    def warm_start(self) -> None:
+        """Everything the first chat message would otherwise build, built once the process
+        starts (gunicorn's post_worker_init): the Redis pool, the relay's connection, the
+        Celery producer. Redis not being there yet is no error: each is built on first use."""
+        self.warm()
+        try:
+            self.launcher.warm()
+        except Exception as err:
+            log.warning("warm start incomplete, finished on first use: %s", err)
 
     def relay(self) -> Relay:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
 from api import bodies
 from api.chat_trigger import chat_preflight, handle_chat
@@ -34,6 +34,12 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 @bp.route("/webhook/<path:path>", methods=ALL_METHODS)
 def webhook(path: str) -> Response:
     rt = runtime()
+    with rt.admission.turn() as turn:  # given back once the execution started (see launch)
+        g.start_turn = turn
+        return _webhook(rt, path)
+
+
+def _webhook(rt, path: str) -> Response:
     path = path.strip("/")
     method = "GET" if request.method in ("HEAD",) else request.method
     workflow_id, allowed = rt.workflows.lookup(method, path)
@@ -99,20 +105,25 @@ def webhook_item(path: str) -> dict[str, Any]:
 
 
 def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers) -> Response:
-    if response_mode == "responseNodes":
-        return start_or_reply(rt, raw, workflow, trigger, items, session_id, headers)
-    launched = rt.launcher.start(
-        raw,
-        workflow,
-        trigger,
-        items,
-        mode="webhook",
-        response_mode=response_mode,
-        session_id=session_id,
-    )
+    try:
+        if response_mode == "responseNodes":
+            return start_or_reply(rt, raw, workflow, trigger, items, session_id, headers)
+        launched = rt.launcher.start(
+            raw,
+            workflow,
+            trigger,
+            items,
+            mode="webhook",
+            response_mode=response_mode,
+            session_id=session_id,
+        )
+    finally:
+        turn = g.pop("start_turn", None)
+        if turn is not None:
+            turn.release()  # started (or refused): what follows only waits
     if launched.stream is None:
         return started_response(launched.execution_id, headers)
-    outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings)
+    outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings, rt.liveness)
     if response_mode == "streaming":
         return streaming_response(outcome, headers, stop_on_client_disconnect(raw))
     if response_mode == "responseNode":

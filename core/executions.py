@@ -98,6 +98,11 @@ class ExecutionStore:
         self._transition = client.register_script(_TRANSITION)
         self._turn = client.register_script(_TURN)
 
+    def load_scripts(self) -> None:
+        """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip."""
+        for script in (self._transition, self._turn):
+            self.client.script_load(script.script)
+
     # --- api side -------------------------------------------------------------------------
     def create(self, record: dict[str, Any]) -> None:
         """Store a `new` record and take a place in the session's line, in one round trip."""

@@ -7,6 +7,7 @@
 | memory:<workflowId>:<sessionKey> | LIST    | chat memory of a protected chat (basic auth, or not       |
 |                                  |         | public): private to its workflow                          |
 | workflow:<id>                    | STRING  | workflow JSON with "active"                               |
+| workflow:<id>:snapshot:<digest>  | STRING  | one version's JSON, named by queued tasks; TTL            |
 | workflows                        | SET     | ids of all stored workflows                               |
 | webhooks                         | HASH    | "<METHOD> <path>" -> workflow id, for active workflows    |
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
@@ -128,6 +129,9 @@ class Keys:
     # --- workflows and executions ---------------------------------------------------------
     def workflow(self, workflow_id: str) -> str:
         return f"{self.prefix}workflow:{workflow_id}"
+
+    def workflow_snapshot(self, workflow_id: str, digest: str) -> str:
+        return f"{self.prefix}workflow:{workflow_id}:snapshot:{digest}"
 
     def workflows(self) -> str:
         return f"{self.prefix}workflows"

@@ -59,6 +59,12 @@ class Settings:
     # A worker renews its lease on running executions every second; one that misses this long
     # is considered lost and its executions fail. Bounds how long a stream waits on a dead worker.
     lease_seconds: float = 5.0
+    # How many webhook requests one api process works on at once before their streams open
+    # (lookups, records, subscriptions, enqueueing: a few Redis round trips each); the rest wait
+    # their turn, so a burst of thousands queues here instead of on the Redis pool.
+    max_starting: int = 32
+    # How long a request may wait for that turn before it is answered 503 with Retry-After.
+    start_wait_seconds: float = 60.0
     # How long an execution may wait in the queue (no free worker) before it fails.
     queue_timeout_seconds: float = 300.0
     # How long one execution may run before it is stopped.
@@ -96,6 +102,8 @@ class Settings:
             executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             lease_seconds=_float("MINI_N8N_LEASE_SECONDS", cls.lease_seconds),
+            max_starting=_int("MINI_N8N_MAX_STARTING", cls.max_starting),
+            start_wait_seconds=_float("MINI_N8N_START_WAIT", cls.start_wait_seconds),
             queue_timeout_seconds=_float("MINI_N8N_QUEUE_TIMEOUT", cls.queue_timeout_seconds),
             execution_timeout_seconds=_float(
                 "MINI_N8N_EXECUTION_TIMEOUT", cls.execution_timeout_seconds

@@ -2,13 +2,20 @@
 the part of the OpenAI Chat Model node (engine/nodes/lm_chat_openai.py) that talks to the server.
 
 The model always streams: text pieces go to the Agent's `on_token` as they arrive, tool calls are
-reassembled from their pieces by index. The sync `openai` SDK blocks in socket reads, so a
+reassembled from their pieces by index. The HTTP client (httpx) blocks in socket reads, so a
 background pump (a greenlet under gevent) reads the stream into a queue and the caller waits on
 the queue in short slices: a stop is noticed within POLL seconds, even before the first byte.
 
+The request is one POST of a plain JSON body and the answer is read as server-sent events, each
+`data:` line parsed once into a dict: no SDK. The `openai` SDK did the same over its typed request
+and response layers, which cost about a third of a worker's CPU per chat message (issue 14:
+`maybe_transform` of the request's typed dicts, a pydantic-like model per streamed chunk) and
+bought nothing this path reads.
+
 Failures become NodeExecutionError messages a user can act on, built here from status codes and
-never from the SDK's text (which may echo headers or the key). Retries happen only where they
-cannot duplicate output: before any token reached the Agent, never for 401/404/timeouts.
+never from the server's raw text or an exception's (which may echo headers or the key). Retries
+happen only where they cannot duplicate output: before any token reached the Agent, never for
+401/404/timeouts.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
+import httpx
 
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
@@ -138,8 +145,10 @@ class OpenAiChatModel:
         return self.retry_base_delay * 2**attempt
 
     def _stream_once(self, body: dict[str, Any], answer: _Answer, cancel) -> None:
-        client = self._get_client()
-        pump = _Pump(lambda: client.chat.completions.create(**body, stream=True), self._spawn)
+        client = _shared_client(self.settings, self._api_key)
+        payload = json.dumps({**body, "stream": True}).encode()
+        url = f"{self.settings.base_url}/chat/completions"
+        pump = _Pump(client, url, payload, self._spawn)
         try:
             while True:
                 if cancel is not None and cancel.is_set():
@@ -157,32 +166,29 @@ class OpenAiChatModel:
         finally:
             pump.stop()
 
-    def _get_client(self) -> openai.OpenAI:
-        try:
-            return _shared_client(self.settings, self._api_key)
-        except Exception:  # the SDK rejects some URLs up front; its text could hold the key
-            raise _Failure(f"invalid base URL {_safe_url(self.settings.base_url)}") from None
-
     def _describe(self, err: BaseException, phase: str, emitted: bool) -> _Failure:
         s = self.settings
         url = _safe_url(s.base_url)
-        if isinstance(err, openai.APITimeoutError):
+        if isinstance(err, httpx.InvalidURL | httpx.UnsupportedProtocol):
+            return _Failure(f"invalid base URL {url}")  # never the exception's text: it may hold it
+        if isinstance(err, httpx.TimeoutException):
             return _Failure(f"timed out after {s.timeout:g} s waiting for {url}")
-        if isinstance(err, openai.APIConnectionError):
+        if isinstance(err, httpx.TransportError):
             if phase == "stream":
                 return _Failure(
                     f"the connection to {url} was lost mid-stream", retryable=not emitted
                 )
             return _Failure(f"could not connect to {url}", retryable=True)
-        if isinstance(err, openai.APIStatusError):
+        if isinstance(err, _StatusError):
             return self._describe_status(err, url)
-        if isinstance(err, openai.APIError):  # an error event inside the stream
-            return _Failure(f"the model reported an error mid-stream: {self._server_text(err)}")
+        if isinstance(err, _StreamedError):
+            text = self._server_text(err.body)
+            return _Failure(f"the model reported an error mid-stream: {text}")
         if phase == "stream":  # undecodable SSE data, or chunks of the wrong shape
             return _Failure(f"malformed response stream from {url}")
         return _Failure(f"unexpected {type(err).__name__} calling {url}")
 
-    def _describe_status(self, err: openai.APIStatusError, url: str) -> _Failure:
+    def _describe_status(self, err: _StatusError, url: str) -> _Failure:
         s, status = self.settings, err.status_code
         code = err.body.get("code") if isinstance(err.body, dict) else None
         if status == 401:
@@ -191,55 +197,135 @@ class OpenAiChatModel:
             )
         if status == 403:
             return _Failure(
-                f'access denied (403) for credential "{s.credential_name}": {self._server_text(err)}'
+                f'access denied (403) for credential "{s.credential_name}": '
+                f"{self._server_text(err.body)}"
             )
         if status == 404:
-            text = self._server_text(err)
+            text = self._server_text(err.body)
             if code == "model_not_found" or "model" in text.lower():
                 return _Failure(f'model "{s.model}" not found (404)')
             return _Failure(f"{url}/chat/completions not found (404): check the base URL")
         if status == 429 and code == "insufficient_quota":
             return _Failure("quota exceeded (429): check the plan and billing of the account")
         if status == 429:
-            after = _retry_after(err.response.headers)
+            after = _retry_after(err.headers)
             hint = f"; retry after {after:g} s" if after is not None else "; try again later"
             return _Failure(f"rate limited (429){hint}", retryable=True, retry_after=after)
         if status >= 500:
             return _Failure(f"server error ({status}) from {url}", retryable=True)
-        return _Failure(f"request rejected ({status}): {self._server_text(err)}")
+        return _Failure(f"request rejected ({status}): {self._server_text(err.body)}")
 
-    def _server_text(self, err: openai.APIError) -> str:
+    def _server_text(self, body: Any) -> str:
         """The server's own explanation, cut short and with our key masked out of it."""
-        body = err.body
         text = body.get("message") if isinstance(body, dict) else None
         text = " ".join(str(text or "no details").split())[:300]
         return text.replace(self._api_key, "***") if len(self._api_key) >= 4 else text
 
 
-_CLIENTS: dict[tuple, openai.OpenAI] = {}
+_CLIENTS: dict[tuple, httpx.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest client is dropped
+# As many connections as the openai SDK allowed: a worker streams many answers at once.
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+_TLS: list[Any] = []  # the process's one TLS context, built once (loading CAs takes a while)
 
 
-def _shared_client(s: OpenAiSettings, api_key: str) -> openai.OpenAI:
+def warm() -> None:
+    """What the first model call would otherwise build or import: the TLS context every client
+    shares, and the transport's modules (httpx imports httpcore when a client is first built).
+    A worker calls it before it takes its first task (warm start, issue 14)."""
+    httpx.Client(verify=_tls_context()).close()
+
+
+def _tls_context() -> Any:
+    with _CLIENTS_LOCK:
+        if not _TLS:
+            _TLS.append(httpx.create_ssl_context())  # honours SSL_CERT_FILE / SSL_CERT_DIR
+        return _TLS[0]
+
+
+def _shared_client(s: OpenAiSettings, api_key: str) -> httpx.Client:
     """One client per endpoint and key for the whole process, so executions reuse its pooled
-    (TLS) connections. max_retries=0: our own loop retries, since the SDK's can neither be
-    stopped nor know whether tokens were already handed on."""
+    (TLS) connections. It never retries: our own loop does, since a client's retries can
+    neither be stopped nor know whether tokens were already handed on."""
     key = (s.base_url, hashlib.sha256(api_key.encode()).hexdigest(), s.organization, s.timeout)
+    tls = _tls_context()
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = openai.OpenAI(
-                api_key=api_key or "none",  # keyless local servers (Ollama) ignore it
-                base_url=s.base_url,
-                organization=s.organization,
-                timeout=s.timeout,
-                max_retries=0,
+            headers = {
+                # Keyless local servers (Ollama) ignore it; the SDK sent the same.
+                "Authorization": f"Bearer {api_key or 'none'}",
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+            }
+            if s.organization:
+                headers["OpenAI-Organization"] = s.organization
+            client = httpx.Client(
+                headers=headers, timeout=s.timeout, limits=LIMITS, verify=tls, trust_env=True
             )
             if len(_CLIENTS) >= MAX_CLIENTS:
-                _CLIENTS.pop(next(iter(_CLIENTS)))  # closed by the SDK once unreferenced
+                # Not closed here: an execution may still be reading from it. Its pooled
+                # connections close once it is no longer referenced.
+                _CLIENTS.pop(next(iter(_CLIENTS)))
             _CLIENTS[key] = client
         return client
+
+
+class _StatusError(Exception):
+    """The server answered with an error status; `body` is its JSON error object (or text)."""
+
+    def __init__(self, status_code: int, body: Any, headers: httpx.Headers):
+        super().__init__(f"status {status_code}")  # never the body: it may echo the key
+        self.status_code = status_code
+        self.body = body
+        self.headers = headers
+
+
+class _StreamedError(Exception):
+    """An `{"error": ...}` event inside the stream."""
+
+    def __init__(self, body: Any):
+        super().__init__("an error event in the stream")
+        self.body = body
+
+
+def _error_body(response: httpx.Response) -> Any:
+    """As the SDK read it: the JSON's `error` object if there is one, else the JSON, else the
+    text."""
+    text = response.text.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    return data.get("error", data) if isinstance(data, dict) else data
+
+
+def _sse_data(pieces: Any) -> Any:
+    """The `data` of each server-sent event, as bytes (several data lines joined by newlines);
+    `event:`, `id:`, `retry:` and comment lines are not used by chat completions."""
+    buffer = b""
+    data: list[bytes] = []
+    for piece in pieces:
+        buffer += piece
+        if b"\n" not in buffer:
+            continue
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if data:
+                    yield b"\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+    if buffer.startswith(b"data:"):
+        value = buffer[5:].rstrip(b"\r")
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
+        yield b"\n".join(data)
 
 
 class _Answer:
@@ -283,17 +369,24 @@ class _Answer:
         return ChatMessage("ai", "".join(self.parts), tool_calls=tool_calls)
 
 
-def _read_chunk(chunk: Any) -> tuple[str, list[tuple[int | None, str, str, str]]]:
+def _read_chunk(chunk: dict[str, Any]) -> tuple[str, list[tuple[int | None, str, str, str]]]:
+    """A chunk's text and tool-call pieces; TypeError/AttributeError/... when it has the wrong
+    shape (a malformed stream)."""
     text, pieces = "", []
-    for choice in chunk.choices or []:
-        if choice.index not in (0, None) or choice.delta is None:
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta")
+        if choice.get("index") not in (0, None) or delta is None:
             continue  # we ask for one choice; others would be a server quirk
-        text += choice.delta.content or ""
-        for tc in choice.delta.tool_calls or []:
-            fn = tc.function
-            name = (fn.name if fn else None) or ""
-            args = (fn.arguments if fn else None) or ""
-            pieces.append((tc.index, tc.id or "", name, args))
+        content = delta.get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError("content is not text")
+        text += content
+        for tc in delta.get("tool_calls") or ():
+            fn = tc.get("function") or {}
+            name, args = fn.get("name") or "", fn.get("arguments") or ""
+            if not isinstance(name, str) or not isinstance(args, str):
+                raise TypeError("a tool call's name or arguments are not text")
+            pieces.append((tc.get("index"), str(tc.get("id") or ""), name, args))
     return text, pieces
 
 
@@ -318,29 +411,38 @@ def _new_id() -> str:
 
 class _Pump:
     """Reads one streamed completion in the background into `events`:
-    ("chunk", chunk)..., then ("done", None) or (phase, exception) with phase request/stream."""
+    ("chunk", dict)..., then ("done", None) or (phase, exception) with phase request/stream."""
 
-    def __init__(self, open_stream, spawn: Spawn):
+    def __init__(self, client: httpx.Client, url: str, payload: bytes, spawn: Spawn):
         self.events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
-        self._interrupt = spawn(lambda: self._run(open_stream))
+        self._interrupt = spawn(lambda: self._run(client, url, payload))
 
-    def _run(self, open_stream) -> None:
-        phase, stream = "request", None
+    def _run(self, client: httpx.Client, url: str, payload: bytes) -> None:
+        phase, response = "request", None
         try:
-            stream = open_stream()
+            request = client.build_request("POST", url, content=payload)
+            response = client.send(request, stream=True)
+            if not response.is_success:
+                response.read()
+                raise _StatusError(response.status_code, _error_body(response), response.headers)
             phase = "stream"
-            for chunk in stream:
+            for data in _sse_data(response.iter_bytes()):
                 if self._stopped.is_set():
                     return
+                if data.startswith(b"[DONE]"):
+                    break
+                chunk = json.loads(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise _StreamedError(chunk["error"])
                 self.events.put(("chunk", chunk))
             self.events.put(("done", None))
         except Exception as err:
             self.events.put((phase, err))
         finally:
-            if stream is not None:
+            if response is not None:
                 with contextlib.suppress(Exception):  # the connection is going away either way
-                    stream.close()
+                    response.close()
 
     def stop(self) -> None:
         self._stopped.set()

@@ -147,7 +147,7 @@ def _api(args) -> int:
         sys.executable, "-m", "gunicorn",
         "--worker-class", "gevent",
         "--workers", os.environ.get("WEB_CONCURRENCY", "1"),
-        "--worker-connections", os.environ.get("MINI_N8N_WORKER_CONNECTIONS", "10000"),
+        "--worker-connections", os.environ.get("MINI_N8N_WORKER_CONNECTIONS", "16384"),
         "--bind", f"{os.environ.get('HOST', '0.0.0.0')}:{settings.port}",
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
         "--keep-alive", "5",
@@ -187,7 +187,7 @@ def _worker(args) -> int:
     ]  # fmt: skip
     # Heartbeats stay on (one small event every 2 s): with gossip off they are what keeps the
     # worker's event dispatcher alive, so Flower can turn task events on and show it online.
-    # Warm start: the node modules (the openai SDK under them) take seconds to import. Imported
+    # Warm start: the node modules (and the model client under them) took seconds to import. Imported
     # inside the first execution, they held up this process's lease greenlet long enough for
     # that execution to be declared lost; now they are loaded before the worker takes a task.
     import engine.nodes  # noqa: F401

@@ -69,8 +69,10 @@ def connect_worker_signals(app: Celery) -> None:
     from celery import signals
 
     def ready(**_):
-        # Start the runtime's background threads now, not lazily: they renew leases, reap
+        # Warm start: load and build what the first execution needs before taking a task. Then
+        # start the runtime's background threads now, not lazily: they renew leases, reap
         # executions of lost workers, and watch over this worker's own shutdown. Then /metrics.
+        runtime(app).warm()
         runtime(app).start_background()
         runtime(app).serve_metrics()
 
@@ -83,10 +85,27 @@ def connect_worker_signals(app: Celery) -> None:
         if app.runtime is not None:
             app.runtime.close()
 
+    _register_modules_command()
     # weak=False: Celery holds receivers weakly by default, and nothing else holds these.
     signals.worker_ready.connect(ready, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
+
+
+MODULES_COMMAND = "mini_n8n_modules"
+
+
+def _register_modules_command() -> None:
+    """A remote-control answer naming the modules this worker process has loaded, so one can
+    check from outside (`celery inspect`, a test) that a worker which reports ready already
+    holds everything an execution imports (warm start, issue 14)."""
+    import sys
+
+    from celery.worker.control import inspect_command
+
+    @inspect_command(name=MODULES_COMMAND)
+    def loaded_modules(state, **_) -> list[str]:
+        return sorted(sys.modules)
 
 
 def connect_worker_logging(settings: Settings) -> None:

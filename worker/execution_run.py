@@ -22,6 +22,7 @@ import redis
 from core.clock import now_ms
 from core.executions import ExecutionStore, Status
 from core.settings import Settings
+from core.workflow_snapshots import WorkflowSnapshots
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.run_data import Run
@@ -65,6 +66,7 @@ class ExecutionRunner:
         self.identity = {"host": socket.gethostname(), "pid": os.getpid()}
         self.workflows = WorkflowCache()
         self.conversations = Conversations(store, outbox)
+        self.snapshots = WorkflowSnapshots(store.client, store.keys, settings.executions_ttl)
 
     def run(self, payload: dict[str, Any]) -> str:
         """Run the payload's execution; its final status, or "dropped" if it was not ours to run."""
@@ -120,7 +122,7 @@ class ExecutionRunner:
         timer.start()
         try:
             run = self.engine(
-                self.workflows.get(payload["workflow"]),
+                self._workflow(payload),
                 payload["items"],
                 start_node=payload.get("startNode"),
                 hooks=self._hooks(payload, record),
@@ -142,6 +144,11 @@ class ExecutionRunner:
             run.status = "error"
             run.error = f"The execution timed out after {limit:g} s (MINI_N8N_EXECUTION_TIMEOUT)."
         return run
+
+    def _workflow(self, payload: dict[str, Any]):
+        if "workflowRef" in payload:  # queue mode: a version stored once (api/launcher.py)
+            return self.workflows.get_ref(payload["workflowRef"], self.snapshots.load)
+        return self.workflows.get(payload["workflow"])
 
     def _hooks(self, payload: dict[str, Any], record: dict[str, Any]) -> Hooks:
         channel = self.keys.execution_events(record["id"])

@@ -71,11 +71,12 @@ class Conversations:
             "lastNodeExecuted": run.last_node,
             **run_data,
         }
-        # What a resume needs besides the engine's state: the workflow snapshot it started with
-        # and where the editor (if it started it) listens.
+        # What a resume needs besides the engine's state: the workflow version it started with,
+        # as its task named it (a stored version's reference, or the JSON itself in regular
+        # mode), and where the editor (if it started it) listens.
         saved = {
             "engine": state,
-            "workflow": payload["workflow"],
+            "source": {k: payload[k] for k in ("workflow", "workflowRef") if k in payload},
             "pushRef": payload.get("pushRef"),
         }
         paused = self.waiting.pause(waiting, saved)

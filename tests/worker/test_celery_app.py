@@ -23,6 +23,9 @@ class FakeRuntime:
         self.calls.append(("run", payload))
         return "success"
 
+    def warm(self):
+        self.calls.append(("warm",))
+
     def start_background(self):
         self.calls.append(("start_background",))
 
@@ -67,7 +70,12 @@ def test_the_worker_signals_start_stop_and_close_the_runtime(app, restore_signal
     signals.worker_ready.send(sender=None)
     signals.worker_shutting_down.send(sender=None, sig="SIGTERM", how="Warm", exitcode=0)
     signals.worker_shutdown.send(sender=None)
-    assert app.runtime.calls == [("start_background",), ("stop_all_after", 3.0), ("close",)]
+    assert app.runtime.calls == [
+        ("warm",),
+        ("start_background",),
+        ("stop_all_after", 3.0),
+        ("close",),
+    ]
 
 
 def test_a_shutdown_before_any_runtime_was_built_builds_none(app, restore_signals):
