@@ -99,6 +99,23 @@ class Deployment:
         finally:
             deploy.stop()
 
+    @classmethod
+    @contextlib.contextmanager
+    def routed_pair(cls, redis_url: str, **env: str) -> Iterator[Deployment]:
+        """Two workers on queues of their own, each fed by its own api (`.api_a` → `.worker_a`,
+        `.api_b` → `.worker_b`): a message's worker is chosen by the api it is sent to, so
+        consecutive messages can be forced onto different workers."""
+        deploy = cls(redis_url, **env)
+        try:
+            qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
+            deploy.worker_a = deploy.start_worker(queue=qa)
+            deploy.worker_b = deploy.start_worker(queue=qb)
+            deploy.api_a = deploy.start_api(MINI_N8N_TASK_QUEUE=qa)
+            deploy.api_b = deploy.start_api(MINI_N8N_TASK_QUEUE=qb)
+            yield deploy
+        finally:
+            deploy.stop()
+
     # --- processes ------------------------------------------------------------------------
     def start_api(self, **env: str) -> str:
         port = free_port()

@@ -21,22 +21,12 @@ LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
 
 @pytest.fixture(scope="module")
 def two_workers(redis_url):
-    """Two workers on their own queues, each fed by its own api: a message's route is chosen
-    by the api it is sent to, so consecutive messages can be forced onto different workers."""
-    deploy = Deployment(
+    with Deployment.routed_pair(
         redis_url,
         MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
         MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
-    )
-    try:
-        qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
-        deploy.worker_a = deploy.start_worker(queue=qa)
-        deploy.worker_b = deploy.start_worker(queue=qb)
-        deploy.api_a = deploy.start_api(MINI_N8N_TASK_QUEUE=qa)
-        deploy.api_b = deploy.start_api(MINI_N8N_TASK_QUEUE=qb)
+    ) as deploy:
         yield deploy
-    finally:
-        deploy.stop()
 
 
 def converse(deploy, workflow, session):

@@ -30,23 +30,14 @@ def amqp_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def on_rabbitmq(redis_url, amqp_url):
-    """Two workers on their own queues of the RabbitMQ broker, each fed by its own api, so a
-    message's worker is chosen by the api it is sent to."""
-    deploy = Deployment(
+    """Two workers on their own queues of the RabbitMQ broker, each fed by its own api."""
+    with Deployment.routed_pair(
         redis_url,
         CELERY_BROKER_URL=amqp_url,
         MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
         MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
-    )
-    try:
-        qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
-        deploy.worker_a = deploy.start_worker(queue=qa)
-        deploy.worker_b = deploy.start_worker(queue=qb)
-        deploy.api_a = deploy.start_api(MINI_N8N_TASK_QUEUE=qa)
-        deploy.api_b = deploy.start_api(MINI_N8N_TASK_QUEUE=qb)
+    ) as deploy:
         yield deploy
-    finally:
-        deploy.stop()
 
 
 def test_the_437_answer_streams_token_by_token_over_rabbitmq(on_rabbitmq):
