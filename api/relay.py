@@ -14,6 +14,7 @@ import logging
 import threading
 
 import redis
+from redis.cluster import RedisCluster
 
 from core import events
 from core.events import Event, EventError
@@ -91,30 +92,54 @@ class Stream:
         return event
 
 
+class _Shard:
+    """One pub/sub connection, its reader, and the channels subscribed on it: the one of the
+    api process on a single Redis, one per primary in a cluster."""
+
+    def __init__(self, name: str, conn):
+        self.name = name
+        self.conn = conn
+        self.channels: set[str] = set()
+
+
 class Relay:
-    def __init__(self, redis_url: str, max_stream_bytes: int = 8 * 1024 * 1024):
+    def __init__(
+        self, redis_url: str, max_stream_bytes: int = 8 * 1024 * 1024, cluster: bool = False
+    ):
         self.redis_url = redis_url
         self.max_stream_bytes = max_stream_bytes
+        self.cluster = cluster
+        # In a cluster, events are published with SPUBLISH to the shard owning the channel's
+        # slot, and heard only there (core/redis_clients.py).
+        self._subscribe, self._unsubscribe = (
+            ("SSUBSCRIBE", "SUNSUBSCRIBE") if cluster else ("SUBSCRIBE", "UNSUBSCRIBE")
+        )
         self._streams: dict[str, Stream] = {}
         self._local: dict[str, Stream] = {}
-        self._lock = threading.Lock()  # guards _streams and writes to the connection
-        self._conn: redis.connection.ConnectionInterface | None = None
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # guards the maps below and writes to the connections
+        self._shards: dict[str, _Shard] = {}  # by node name ("" on a single Redis)
+        self._shard_of: dict[str, _Shard] = {}  # channel -> the shard it is subscribed on
+        self._topology: RedisCluster | None = None  # a cluster's slot map
+        self._topology_lock = threading.Lock()  # made once, by the first who needs it
 
     def open_streams(self) -> int:
         return len(self._streams) + len(self._local)
 
     def subscribe(self, channel: str, ordered: bool = True) -> Stream:
         stream = Stream(channel, self.max_stream_bytes, ordered)
+        try:
+            node = self._node_of(channel)
+        except (redis.RedisError, OSError) as err:
+            raise RelayError(f"cannot subscribe: {err}") from err
         with self._lock:
             if channel in self._streams:
                 raise RelayError(f"{channel} is already being relayed")
             self._streams[channel] = stream
             try:
-                self._connection().send_command("SUBSCRIBE", channel)
+                self._send_subscribe(self._shard(node), channel)
             except (redis.RedisError, OSError) as err:
                 self._streams.pop(channel, None)
-                self._reset()
+                self._reset(self._shards.get(node[0]))
                 raise RelayError(f"cannot subscribe: {err}") from err
         if not stream.confirmed.wait(SUBSCRIBE_TIMEOUT):
             self.unsubscribe(stream)
@@ -122,14 +147,19 @@ class Relay:
         return stream
 
     def warm(self) -> None:
-        """Open the shared connection and start its reader now (RelayError if Redis is not
-        there; the first subscription then tries again)."""
+        """Open the shared connection(s) and start their readers now (RelayError if Redis is
+        not there; the first subscription then tries again)."""
+        try:
+            nodes = self._nodes()
+        except (redis.RedisError, OSError) as err:
+            raise RelayError(f"cannot connect: {err}") from err
         with self._lock:
-            try:
-                self._connection()
-            except (redis.RedisError, OSError) as err:
-                self._reset()
-                raise RelayError(f"cannot connect: {err}") from err
+            for node in nodes:
+                try:
+                    self._shard(node)
+                except (redis.RedisError, OSError) as err:
+                    self._reset(self._shards.get(node[0]))
+                    raise RelayError(f"cannot connect: {err}") from err
 
     def open_local(self, channel: str) -> Stream:
         """A stream fed from inside this process (regular mode): no Redis subscription."""
@@ -152,57 +182,134 @@ class Relay:
             if self._streams.get(stream.channel) is not stream:
                 return
             del self._streams[stream.channel]
-            if self._conn is not None:
+            shard = self._shard_of.pop(stream.channel, None)
+            if shard is not None and self._shards.get(shard.name) is shard:
+                shard.channels.discard(stream.channel)
                 try:
-                    self._conn.send_command("UNSUBSCRIBE", stream.channel)
+                    shard.conn.send_command(self._unsubscribe, stream.channel)
                 except (redis.RedisError, OSError):
-                    self._reset()
+                    self._reset(shard)
 
-    # --- the connection and its reader (call with _lock held) ------------------------------
-    def _connection(self):
-        if self._conn is None:
+    # --- where a channel is heard ---------------------------------------------------------
+    def _nodes(self) -> list[tuple[str, str, int]]:
+        """(name, host, port) of every node the relay listens on."""
+        if not self.cluster:
+            return [("", "", 0)]
+        return [(n.name, n.host, n.port) for n in self._cluster().get_primaries()]
+
+    def _node_of(self, channel: str) -> tuple[str, str, int]:
+        if not self.cluster:
+            return ("", "", 0)
+        cluster = self._cluster()
+        node = cluster.nodes_manager.get_node_from_slot(cluster.keyslot(channel))
+        return (node.name, node.host, node.port)
+
+    def _cluster(self) -> RedisCluster:
+        with self._topology_lock:
+            if self._topology is None:
+                self._topology = RedisCluster.from_url(self.redis_url, socket_timeout=5)
+            return self._topology
+
+    def _moved(self, channels: list[str]) -> None:
+        """The slots of these channels moved (or our map was stale): learn the map again and
+        subscribe each on its new owner. Events published in between are missed: those streams
+        see a gap in the sequence and end with an error line rather than a wrong answer."""
+        try:
+            self._cluster().nodes_manager.initialize()
+        except (redis.RedisError, OSError) as err:
+            log.warning("relay: cannot read the cluster's slots: %s", err)
+        for channel in channels:
+            try:
+                node = self._node_of(channel)
+            except (redis.RedisError, OSError):
+                node = None
+            with self._lock:
+                stream = self._streams.get(channel)
+                if stream is None:
+                    continue
+                if node is None:
+                    self._drop(channel, "Redis was unreachable: the api lost its connection to it")
+                    continue
+                old = self._shard_of.pop(channel, None)
+                if old is not None:
+                    old.channels.discard(channel)
+                try:
+                    self._send_subscribe(self._shard(node), channel)
+                except (redis.RedisError, OSError):
+                    self._reset(self._shards.get(node[0]))
+
+    # --- the connections and their readers (call with _lock held) -------------------------
+    def _send_subscribe(self, shard: _Shard, channel: str) -> None:
+        # Noted before it is sent: the confirmation may be read (and the subscriber go on)
+        # before this thread runs again.
+        shard.channels.add(channel)
+        self._shard_of[channel] = shard
+        shard.conn.send_command(self._subscribe, channel)
+
+    def _shard(self, node: tuple[str, str, int]) -> _Shard:
+        name, host, port = node
+        shard = self._shards.get(name)
+        if shard is None:
             # A subscriber waits for messages indefinitely: no read timeout (redis-py 8 has a
             # 5 s default), TCP keepalive to notice a dead peer.
-            pool = redis.ConnectionPool.from_url(
-                self.redis_url,
+            options = redis.connection.parse_url(self.redis_url)
+            if self.cluster:
+                options.update(host=host, port=port)
+            pool = redis.ConnectionPool(
+                **options,
                 protocol=2,
                 client_name="mini-n8n-relay",
                 socket_timeout=None,
                 socket_keepalive=True,
             )
-            self._conn = pool.make_connection()
-            self._conn.connect()
-            self._thread = threading.Thread(target=self._dispatch, args=(self._conn,), daemon=True)
-            self._thread.start()
-        return self._conn
+            conn = pool.make_connection()
+            conn.connect()
+            shard = self._shards[name] = _Shard(name, conn)
+            threading.Thread(target=self._dispatch, args=(shard,), daemon=True).start()
+        return shard
 
-    def _reset(self) -> None:
-        """Drop a broken connection; every open stream ends with an error."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):  # it is broken already
-                conn.disconnect()
-        streams, self._streams = self._streams, {}
-        for stream in streams.values():
-            stream.fail("Redis was unreachable: the api lost its connection to it")
+    def _reset(self, shard: _Shard | None) -> None:
+        """Drop a broken connection; every open stream it carried ends with an error."""
+        if shard is None or self._shards.get(shard.name) is not shard:
+            return
+        del self._shards[shard.name]
+        with contextlib.suppress(Exception):  # it is broken already
+            shard.conn.disconnect()
+        for channel in list(shard.channels):
+            self._drop(channel, "Redis was unreachable: the api lost its connection to it")
+        shard.channels.clear()
+
+    def _drop(self, channel: str, reason: str) -> None:
+        stream = self._streams.pop(channel, None)
+        self._shard_of.pop(channel, None)
+        if stream is not None:
+            stream.fail(reason)
             stream.confirmed.set()
 
-    def _dispatch(self, conn) -> None:
+    def _dispatch(self, shard: _Shard) -> None:
         while True:
             try:
-                reply = conn.read_response()
+                reply = shard.conn.read_response()
+            except (redis.exceptions.MovedError, redis.exceptions.AskError):
+                # A subscription sent to a node that no longer owns the slot: the channels of
+                # this shard that are not confirmed yet are sent again where they now belong.
+                with self._lock:
+                    streams = [self._streams.get(c) for c in shard.channels]
+                    waiting = [s.channel for s in streams if s and not s.confirmed.is_set()]
+                threading.Thread(target=self._moved, args=(waiting,), daemon=True).start()
+                continue
             except (redis.RedisError, OSError, AttributeError) as err:
                 with self._lock:
-                    if self._conn is conn:
+                    if self._shards.get(shard.name) is shard:
                         log.warning("relay connection lost: %s", err)
-                        self._reset()
+                        self._reset(shard)
                 return
             try:
-                self._route(reply)
+                self._route(shard, reply)
             except Exception:  # one bad message must not end every stream of this process
                 log.exception("relay: a message could not be routed")
 
-    def _route(self, reply) -> None:
+    def _route(self, shard: _Shard, reply) -> None:
         if not isinstance(reply, list) or len(reply) < 3:
             return
         kind, channel, data = reply[0], reply[1], reply[2]
@@ -211,9 +318,12 @@ class Relay:
         stream = self._streams.get(channel)
         if stream is None:
             return
-        if kind == "subscribe":
-            stream.confirmed.set()
-        elif kind == "message":
+        if kind in ("message", "smessage"):
             text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
             if not stream.put(text):
                 self.unsubscribe(stream)
+        elif kind in ("subscribe", "ssubscribe"):
+            stream.confirmed.set()
+        elif kind == "sunsubscribe" and self._shard_of.get(channel) is shard:
+            # Not asked for: the channel's slot moved to another shard (a resharding).
+            threading.Thread(target=self._moved, args=([channel],), daemon=True).start()

@@ -17,6 +17,7 @@ from api.liveness import LivenessChecks
 from api.relay import Relay
 from core.executions import ExecutionStore
 from core.keys import Keys
+from core.redis_clients import connect, pools
 from core.settings import Settings
 from core.workflow_store import WorkflowStore
 from engine.services import Services
@@ -39,14 +40,14 @@ class ApiRuntime:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.keys = Keys.from_settings(settings)
-        pool = redis.BlockingConnectionPool.from_url(
+        self.redis = connect(
             settings.redis_url,
-            max_connections=REDIS_POOL_SIZE,
+            settings.redis_cluster,
+            blocking_pool=REDIS_POOL_SIZE,  # per node in a cluster
             timeout=10,
             decode_responses=True,
             client_name="mini-n8n-api",
         )
-        self.redis = redis.Redis(connection_pool=pool)
         self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
         self.executions = ExecutionStore(self.redis, self.keys, settings.executions_ttl)
         self.memory = RedisMemory(self.redis, self.keys)
@@ -66,15 +67,14 @@ class ApiRuntime:
             if self._warm:
                 return
             self._warm = True
-        pool = self.redis.connection_pool
         conns = []
         try:
-            for _ in range(REDIS_POOL_SIZE):
-                conns.append(pool.get_connection())
+            for pool in pools(self.redis):
+                conns += [(pool, pool.get_connection()) for _ in range(REDIS_POOL_SIZE)]
         except redis.RedisError:
             self._warm = False  # Redis is not there yet; try again on a later request
         finally:
-            for conn in conns:
+            for pool, conn in conns:
                 pool.release(conn)
 
     def warm_start(self) -> None:
@@ -90,7 +90,7 @@ class ApiRuntime:
     def relay(self) -> Relay:
         with self._lock:
             if self._relay is None:
-                self._relay = Relay(self.settings.redis_url)
+                self._relay = Relay(self.settings.redis_url, cluster=self.settings.redis_cluster)
             return self._relay
 
     @property

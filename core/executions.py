@@ -10,6 +10,13 @@ execution and its stream ends with an error line within the lease time.
 
 Status changes are compare-and-set Lua scripts: the caller builds the new record, the script
 checks the stored status and writes it. Records expire after MINI_N8N_EXECUTIONS_TTL.
+
+On one Redis a transition is one script: record, lease and the session's turn hand-over at once.
+In a Redis Cluster a script may touch one slot only, so the same work is done in steps of one
+slot each, ordered so that every state in between is one a reader already copes with: a lease is
+taken before the record says `running` and dropped after it says otherwise (a running record
+always has its lease), and a session's line is read head by head, a finished or lost head being
+dropped only if it is still the head (a stale view drops nothing).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from core import events
 from core.clock import now_ms
 from core.jsontext import dumps
 from core.keys import Keys
+from core.redis_clients import is_cluster, publish
 
 
 class Status(StrEnum):
@@ -90,25 +98,77 @@ end
 """
 
 
+# KEYS: running zset. ARGV: execution id, now ms
+_DROP_LEASE_IF_EXPIRED = """
+local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if deadline and tonumber(deadline) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 1
+"""
+
+# Cluster steps, one slot each.
+# KEYS: record. ARGV: allowed statuses (comma separated), new record, ttl s
+_SET_IF = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local status = cjson.decode(raw)['status']
+for s in string.gmatch(ARGV[1], '[^,]+') do
+  if s == status then
+    redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+    return 1
+  end
+end
+return 0
+"""
+
+# Leave the session's line; the new head, if any, is whose turn it is now.
+# KEYS: session queue. ARGV: execution id
+_LEAVE = """
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+return redis.call('LINDEX', KEYS[1], 0)
+"""
+
+# Drop the head of a session's line if it is still the one found finished or lost.
+# KEYS: session queue. ARGV: that head
+_DROP_HEAD = """
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then redis.call('LPOP', KEYS[1]) end
+return 1
+"""
+
+
 class ExecutionStore:
     def __init__(self, client, keys: Keys, ttl_seconds: int = 7 * 24 * 3600):
         self.client = client
         self.keys = keys
         self.ttl = ttl_seconds
+        self.cluster = is_cluster(client)
         self._transition = client.register_script(_TRANSITION)
         self._turn = client.register_script(_TURN)
+        self._set_if = client.register_script(_SET_IF)
+        self._leave = client.register_script(_LEAVE)
+        self._drop_head = client.register_script(_DROP_HEAD)
+        self._drop_lease_if_expired = client.register_script(_DROP_LEASE_IF_EXPIRED)
 
     def load_scripts(self) -> None:
-        """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip."""
-        for script in (self._transition, self._turn):
+        """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
+        (in a cluster, SCRIPT LOAD goes to every primary)."""
+        scripts = (
+            (self._set_if, self._leave, self._drop_head)
+            if self.cluster
+            else (self._transition, self._turn)
+        )
+        for script in scripts:
             self.client.script_load(script.script)
 
     # --- api side -------------------------------------------------------------------------
     def create(self, record: dict[str, Any]) -> None:
         """Store a `new` record and take a place in the session's line, in one round trip."""
         session_queue = self.session_queue(record)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.keys.execution(record["id"]), _dump(record), ex=self.ttl)
+        if self.cluster:
+            # The record first: a line's head with no record would be dropped as lost.
+            self.client.set(self.keys.execution(record["id"]), _dump(record), ex=self.ttl)
+        pipe = self.client.pipeline(transaction=not self.cluster)
+        if not self.cluster:
+            pipe.set(self.keys.execution(record["id"]), _dump(record), ex=self.ttl)
         pipe.zadd(self.keys.workflow_executions(record["workflowId"]), {record["id"]: now_ms()})
         pipe.expire(self.keys.workflow_executions(record["workflowId"]), self.ttl)
         if session_queue:
@@ -131,7 +191,8 @@ class ExecutionStore:
         ids = self.client.zrevrange(self.keys.workflow_executions(workflow_id), 0, limit - 1)
         if not ids:
             return []
-        raws = self.client.mget([self.keys.execution(i) for i in ids])
+        keys = [self.keys.execution(i) for i in ids]
+        raws = self.client.mget_nonatomic(keys) if self.cluster else self.client.mget(keys)
         return [json.loads(r) for r in raws if r]
 
     # --- transitions ----------------------------------------------------------------------
@@ -146,6 +207,8 @@ class ExecutionStore:
         """Write `record` if the stored status is one of `allowed_from`. A lease > 0 (re)takes
         the running lease; 0 drops it and hands the session's turn to the next message, unless
         `keep_turn` (an execution that waits for its user's reply, or resumes, keeps its place)."""
+        if self.cluster:
+            return self._transition_in_steps(record, allowed_from, lease_ms, keep_turn)
         execution_id = record["id"]
         # The script builds the next execution's turn key from these two halves.
         turn = self.keys.execution_turn("\0").split("\0")
@@ -170,13 +233,53 @@ class ExecutionStore:
             )
         )
 
+    def _transition_in_steps(
+        self, record: dict[str, Any], allowed_from: set[Status], lease_ms: int, keep_turn: bool
+    ) -> bool:
+        """`transition` in a cluster: lease, record, then the turn hand-over, a slot at a time."""
+        execution_id = record["id"]
+        if lease_ms:  # before the record says running: a running record always has its lease
+            self.client.zadd(self.keys.running(), {execution_id: now_ms() + lease_ms})
+        written = self._set_if(
+            keys=[self.keys.execution(execution_id)],
+            args=[",".join(sorted(allowed_from)), _dump(record), self.ttl],
+        )
+        if not written or lease_ms:
+            return bool(written)  # a refused claim leaves the lease to whoever holds it
+        self.client.zrem(self.keys.running(), execution_id)
+        session_queue = self.session_queue(record)
+        if session_queue and not keep_turn:
+            head = self._leave(keys=[session_queue], args=[execution_id])
+            if head:
+                pipe = self.client.pipeline(transaction=True)  # one slot: the head's turn key
+                pipe.rpush(self.keys.execution_turn(head), "1")
+                pipe.expire(self.keys.execution_turn(head), 60)
+                pipe.execute()
+        return True
+
     def my_turn(self, execution_id: str, session_queue: str) -> bool:
+        if self.cluster:
+            return self._my_turn_in_steps(execution_id, session_queue)
         prefix = self.keys.execution("\0").split("\0")[0]
         return bool(
             self._turn(
                 keys=[session_queue, self.keys.running()], args=[execution_id, prefix, now_ms()]
             )
         )
+
+    def _my_turn_in_steps(self, execution_id: str, session_queue: str) -> bool:
+        """`my_turn` in a cluster: the line's head, its record and lease, one read each."""
+        while True:
+            head = self.client.lindex(session_queue, 0)
+            if not head or head == execution_id:
+                return True
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(self.keys.execution(head))
+            pipe.zscore(self.keys.running(), head)
+            raw, deadline = pipe.execute()
+            if _alive(json.loads(raw) if raw else None, deadline):
+                return False
+            self._drop_head(keys=[session_queue], args=[head])
 
     def wait_turn(self, execution_id: str, timeout: float) -> None:
         """Block until woken by the execution ahead in the session, or `timeout` passes."""
@@ -202,13 +305,13 @@ class ExecutionStore:
             if self.transition(canceled, {Status(record["status"])}):
                 # Unnumbered: a control message a waiting stream takes as the end.
                 done = events.done({"status": Status.CANCELED, "error": canceled["error"]})
-                self.client.publish(self.keys.execution_events(execution_id), events.encode(done))
+                publish(self.client, self.keys.execution_events(execution_id), events.encode(done))
                 return canceled
             return self.request_stop(execution_id)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.set(self.keys.execution_stop(execution_id), "1", ex=300)
-        pipe.publish(self.keys.stop_channel(), execution_id)
-        pipe.execute()
+        # Two commands, not a pipeline: a cluster's pipeline refuses PUBLISH, which has no key
+        # (a broadcast to every node, as the stop is meant for every worker).
+        self.client.set(self.keys.execution_stop(execution_id), "1", ex=300)
+        self.client.publish(self.keys.stop_channel(), execution_id)
         return record
 
     def stop_requested(self, execution_id: str) -> bool:
@@ -244,11 +347,24 @@ class ExecutionStore:
         count = 0
         for execution_id in lost:
             record = self.mark_crashed_if_lost(execution_id, queue_timeout_s)
-            if record is None:
-                self.client.zrem(self.keys.running(), execution_id)
-            elif record["status"] == Status.CRASHED:
+            if record is not None and record["status"] == Status.CRASHED:
                 count += 1
+            elif record is None or record["status"] != Status.RUNNING:
+                # A lease nobody holds (a cluster's refused claim leaves one): dropped if it has
+                # not been taken again meanwhile (a claim's fresh deadline is kept).
+                self._drop_lease_if_expired(
+                    keys=[self.keys.running()], args=[execution_id, now_ms()]
+                )
         return count
+
+
+def _alive(record: dict[str, Any] | None, deadline: float | None) -> bool:
+    """Can the head of a session's line still run (as `_TURN` judges it)?"""
+    if record is None:
+        return False
+    if record["status"] in (Status.NEW, Status.WAITING):
+        return True
+    return record["status"] == Status.RUNNING and deadline is not None and deadline >= now_ms()
 
 
 def _dump(record: dict[str, Any]) -> str:

@@ -27,6 +27,18 @@
 An optional global prefix (MINI_N8N_KEY_PREFIX) is put in front of every key, so several
 deployments can share one Redis database.
 
+In a Redis Cluster (`Keys(cluster=True)`, MINI_N8N_REDIS_CLUSTER) keys that one command, script
+or transaction touches together share a hash tag, so they live in one slot:
+- an execution's keys tag its id: `execution:{<id>}`, `execution:{<id>}:events`, `:turn`, ...;
+- a session's line tags itself: `session:{<workflowId>:<sessionId>}`;
+- the workflows, their versions and the webhook table share `{w}`: `{w}:workflows`,
+  `{w}:webhooks`, `{w}:workflow:<id>`, `{w}:workflow:<id>:snapshot:<digest>`;
+- chat memory keeps its names (`chat:<sessionKey>`, n8n's layout; one key per command), and so do
+  the `executions:*` indexes and `push:<pushRef>`, each a key of its own.
+Commands that span executions (the session's turn hand-over, the liveness of the head of a line)
+are then steps of one slot each (core/executions.py). The global prefix may not hold braces then:
+it would become the hash tag of every key.
+
 The memory prefix (MINI_N8N_MEMORY_KEY_PREFIX) may be empty: then a public chat's memory is the
 bare session key, as n8n's Redis Chat Memory stores it, so mini-n8n and n8n can share sessions.
 A session key is then a key name chosen by whoever chats, so `chat()` refuses one that would name
@@ -45,7 +57,10 @@ DEFAULT_MEMORY_PREFIX = "chat:"  # mini-n8n's layout; "" is n8n's
 PROTECTED = "memory:"
 # Our own namespaces, and the names Celery's Redis transport (kombu) uses when the broker shares
 # the database. A public session key may never produce one of them.
-_OWN_PREFIXES = ("workflow:", "execution:", "executions:", "session:", "push:", PROTECTED)
+_WORKFLOWS_TAG = "{w}:"  # in a cluster: the one slot of the workflows and the webhook table
+_OWN_PREFIXES = (
+    "workflow:", "execution:", "executions:", "session:", "push:", PROTECTED, _WORKFLOWS_TAG
+)  # fmt: skip
 _OWN_NAMES = ("workflows", "webhooks")
 _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
@@ -62,8 +77,14 @@ class Keys:
     prefix: str = ""
     memory_prefix: str = DEFAULT_MEMORY_PREFIX
     task_queue: str = ""  # the Celery queue, a LIST in this database when the broker shares it
+    cluster: bool = False  # hash-tagged keys for a Redis Cluster (see above)
 
     def __post_init__(self) -> None:
+        if self.cluster and ("{" in self.prefix or "}" in self.prefix):
+            raise ValueError(
+                f'MINI_N8N_KEY_PREFIX "{self.prefix}" holds a brace: in a Redis Cluster it would '
+                "be the hash tag of every key, putting them all in one slot"
+            )
         if self.memory_prefix and self._reserved(self.memory_prefix + "x"):
             raise ValueError(
                 f'MINI_N8N_MEMORY_KEY_PREFIX "{self.memory_prefix}" would put chat memory among '
@@ -72,7 +93,12 @@ class Keys:
 
     @classmethod
     def from_settings(cls, settings) -> Keys:
-        return cls(settings.key_prefix, settings.memory_key_prefix, settings.task_queue)
+        return cls(
+            settings.key_prefix,
+            settings.memory_key_prefix,
+            settings.task_queue,
+            cluster=settings.redis_cluster,
+        )
 
     # --- chat memory ----------------------------------------------------------------------
     def chat(self, session_key: str, workflow_id: str | None = None) -> str:
@@ -128,37 +154,37 @@ class Keys:
 
     # --- workflows and executions ---------------------------------------------------------
     def workflow(self, workflow_id: str) -> str:
-        return f"{self.prefix}workflow:{workflow_id}"
+        return f"{self._workflows_space()}workflow:{workflow_id}"
 
     def workflow_snapshot(self, workflow_id: str, digest: str) -> str:
-        return f"{self.prefix}workflow:{workflow_id}:snapshot:{digest}"
+        return f"{self._workflows_space()}workflow:{workflow_id}:snapshot:{digest}"
 
     def workflows(self) -> str:
-        return f"{self.prefix}workflows"
+        return f"{self._workflows_space()}workflows"
 
     def webhooks(self) -> str:
-        return f"{self.prefix}webhooks"
+        return f"{self._workflows_space()}webhooks"
 
     def execution(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}"
+        return self._execution(execution_id)
 
     def execution_events(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:events"
+        return self._execution(execution_id, ":events")
 
     def execution_turn(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:turn"
+        return self._execution(execution_id, ":turn")
 
     def execution_stop(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:stop"
+        return self._execution(execution_id, ":stop")
 
     def execution_resume(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:resume"
+        return self._execution(execution_id, ":resume")
 
     def execution_messages(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:messages"
+        return self._execution(execution_id, ":messages")
 
     def execution_delivered(self, execution_id: str) -> str:
-        return f"{self.prefix}execution:{execution_id}:delivered"
+        return self._execution(execution_id, ":delivered")
 
     def waiting(self) -> str:
         return f"{self.prefix}executions:waiting"
@@ -173,10 +199,20 @@ class Keys:
         return f"{self.prefix}executions:workflow:{workflow_id}"
 
     def session_queue(self, workflow_id: str, session_id: str) -> str:
+        if self.cluster:
+            return f"{self.prefix}session:{{{workflow_id}:{session_id}}}"
         return f"{self.prefix}session:{workflow_id}:{session_id}"
 
     def push(self, push_ref: str) -> str:
         return f"{self.prefix}push:{push_ref}"
+
+    def _execution(self, execution_id: str, suffix: str = "") -> str:
+        if self.cluster:
+            return f"{self.prefix}execution:{{{execution_id}}}{suffix}"
+        return f"{self.prefix}execution:{execution_id}{suffix}"
+
+    def _workflows_space(self) -> str:
+        return self.prefix + (_WORKFLOWS_TAG if self.cluster else "")
 
 
 def _escape_id(workflow_id: str) -> str:

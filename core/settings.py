@@ -36,6 +36,10 @@ class Settings:
     redis_url: str = "redis://localhost:6379/0"
     # The broker is the same Redis unless told otherwise: one service to run.
     broker_url: str = ""
+    # REDIS_URL names any node of a Redis Cluster: state, memory and the relay use the cluster
+    # (hash-tagged keys, sharded pub/sub). The broker cannot be a cluster (kombu speaks to one
+    # server), so CELERY_BROKER_URL must then name a plain Redis or RabbitMQ.
+    redis_cluster: bool = False
     api_key: str = ""
     # A deployment (the image sets it) refuses to start its api without a key: with none, REST
     # and the editor answer nobody, and nothing would say why.
@@ -87,9 +91,17 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         redis_url = os.environ.get("REDIS_URL") or cls.redis_url
+        cluster = _bool("MINI_N8N_REDIS_CLUSTER", cls.redis_cluster)
+        broker_url = os.environ.get("CELERY_BROKER_URL") or ""
+        if cluster and not broker_url:
+            raise ValueError(
+                "MINI_N8N_REDIS_CLUSTER=true needs CELERY_BROKER_URL: the Celery broker cannot be "
+                "a Redis Cluster; name a plain Redis (redis://...) or RabbitMQ (amqp://...)"
+            )
         return cls(
             redis_url=redis_url,
-            broker_url=os.environ.get("CELERY_BROKER_URL") or redis_url,
+            broker_url=broker_url or redis_url,
+            redis_cluster=cluster,
             api_key=os.environ.get("MINI_N8N_API_KEY", ""),
             require_api_key=_bool("MINI_N8N_REQUIRE_API_KEY", cls.require_api_key),
             workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),

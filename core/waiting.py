@@ -33,14 +33,16 @@ from core import events
 from core.clock import now_ms
 from core.executions import ExecutionStore, Status
 from core.jsontext import dumps
+from core.redis_clients import publish, publish_command
 
-# KEYS: message list, event channel. ARGV: message JSON, ttl s. Returns the message's index.
+# KEYS: message list, event channel (one slot in a cluster). ARGV: message JSON, ttl s, the
+# publish command (SPUBLISH in a cluster). Returns the message's index.
 _SEND = """
 local n = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 local body = cjson.decode(ARGV[1])
 body['n'] = n
-redis.call('PUBLISH', KEYS[2], cjson.encode({message = body}))
+redis.call(ARGV[3], KEYS[2], cjson.encode({message = body}))
 return n
 """
 
@@ -71,7 +73,8 @@ class WaitingStore:
             self.keys.execution_messages(execution_id),
             self.keys.execution_events(execution_id),
         ]
-        return int(self._send(keys=keys, args=[dumps(message), self.store.ttl]))
+        args = [dumps(message), self.store.ttl, publish_command(self.client)]
+        return int(self._send(keys=keys, args=args))
 
     def messages(self, execution_id: str, start: int = 0) -> list[dict[str, Any]]:
         """The messages from index `start` on, each with its index `n`."""
@@ -145,11 +148,11 @@ class WaitingStore:
         saved = self.resume_state(execution_id) or {}
         done = events.done({"status": Status.ERROR, "error": EXPIRED, "expired": True})
         pipe = self.client.pipeline(transaction=False)
-        pipe.publish(self.keys.execution_events(execution_id), events.encode(done))
+        publish(pipe, self.keys.execution_events(execution_id), events.encode(done))
         if saved.get("pushRef"):  # a run from the editor: its chat panel hears the end too
             finished = {"executionId": execution_id, "status": Status.ERROR, "error": EXPIRED}
             push = events.push("executionFinished", finished)
-            pipe.publish(self.keys.push(saved["pushRef"]), events.encode(push))
+            publish(pipe, self.keys.push(saved["pushRef"]), events.encode(push))
         pipe.delete(self.keys.execution_resume(execution_id))
         pipe.execute()
         return True

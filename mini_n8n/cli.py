@@ -233,9 +233,8 @@ def _require_data(choice) -> None:
 
 def _store(require_data: bool = True):
     """The workflow store on the chosen Redis, which is said on stderr."""
-    import redis
-
     from core.keys import Keys
+    from core.redis_clients import connect
     from core.workflow_store import WorkflowStore
     from engine.workflow import load_workflow
     from mini_n8n.local_state import CliError, no_redis_message
@@ -247,7 +246,7 @@ def _store(require_data: bool = True):
     if require_data:
         _require_data(choice)
     settings = choice.settings
-    client = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+    client = connect(settings.redis_url, settings.redis_cluster, decode_responses=True)
     return WorkflowStore(client, Keys.from_settings(settings), load_workflow), client, settings
 
 

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-import redis
-
 from core.jsontext import dumps
 from core.keys import Keys
+from core.redis_clients import connect
 from core.settings import Settings
 from engine.errors import EngineError
 from engine.executor import run_workflow
@@ -35,7 +34,9 @@ def run_file(
         out.flush()
 
     services = Services(
-        redis=redis.Redis.from_url(settings.redis_url, decode_responses=True) if settings else None,
+        redis=connect(settings.redis_url, settings.redis_cluster, decode_responses=True)
+        if settings
+        else None,
         credentials=_credentials(),
         keys=Keys.from_settings(settings or Settings.from_env()),
         simple_memory=InProcessMemory(),

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from core import logs
 from core.keys import Keys
+from core.redis_clients import connect
 from core.settings import Settings
 from mini_n8n.local_state import (
     STATE_DIR,
@@ -204,9 +205,8 @@ def _redis(stack: Stack, settings: Settings, env: dict[str, str], state: LocalSt
 
 
 def _has_data(url: str, keys: Keys) -> bool:
-    import redis
 
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    client = connect(url, keys.cluster, socket_connect_timeout=2)
     try:
         return bool(client.exists(keys.workflows()))
     finally:
@@ -254,12 +254,11 @@ def _workflows_folder(option: str | None) -> Path | None:
 
 
 def _import(redis_url: str, keys: Keys, folder: Path) -> None:
-    import redis
 
     from core.workflow_store import WorkflowStore
     from engine.workflow import load_workflow
 
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = connect(redis_url, keys.cluster, decode_responses=True)
     try:
         print(f"Workflows: importing {folder}")
         store = WorkflowStore(client, keys, load_workflow)
@@ -353,7 +352,6 @@ class ChatUrl:
 
 def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
     """Each active Chat Trigger's URL, and whether it answers."""
-    import redis
 
     from core.workflow_store import WorkflowStore
     from engine.errors import WorkflowValidationError
@@ -361,7 +359,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
     from engine.webhooks import workflow_webhooks
     from engine.workflow import load_workflow
 
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = connect(redis_url, keys.cluster, decode_responses=True)
     found = []
     try:
         for data in WorkflowStore(client, keys, load_workflow).list():

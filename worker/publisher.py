@@ -22,6 +22,7 @@ import redis
 from core import events
 from core.events import Event, Kind
 from core.jsontext import dumps
+from core.redis_clients import publish
 
 log = logging.getLogger("mini_n8n.outbox")
 
@@ -116,7 +117,7 @@ class Outbox:
                 log.exception("events for %s could not be encoded; dropped", channel)
                 continue
             for message in messages:
-                pipe.publish(channel, message)
+                publish(pipe, channel, message)
         for attempt in (1, 2):
             try:
                 pipe.execute()
@@ -197,7 +198,7 @@ class LocalOutbox:
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         with contextlib.suppress(redis.RedisError):
-            self.client.publish(channel, events.encode(events.push(event_type, data)))
+            publish(self.client, channel, events.encode(events.push(event_type, data)))
 
     def _send(self, channel: str, event: Event) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ import redis
 
 from core.executions import ExecutionStore
 from core.keys import Keys
+from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
 from engine.services import Services
@@ -38,7 +39,7 @@ class WorkerRuntime:
     def __init__(self, settings: Settings, client: redis.Redis | None = None, outbox=None):
         self.settings = settings
         self.keys = Keys.from_settings(settings)
-        self.client = client or redis.Redis(connection_pool=_pool(settings))
+        self.client = client or _client(settings)
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
@@ -117,12 +118,13 @@ def _services(client: redis.Redis, keys: Keys) -> Services:
     return services
 
 
-def _pool(settings: Settings) -> redis.BlockingConnectionPool:
+def _client(settings: Settings) -> redis.Redis:
     # Executions take a connection only for a command or two at a time; when all are busy,
     # a greenlet waits for one instead of failing, and the worker's connection count is capped.
-    return redis.BlockingConnectionPool.from_url(
+    return connect(
         settings.redis_url,
-        max_connections=REDIS_POOL_SIZE,
+        settings.redis_cluster,
+        blocking_pool=REDIS_POOL_SIZE,  # per node in a cluster
         timeout=30,
         decode_responses=True,
         health_check_interval=30,

