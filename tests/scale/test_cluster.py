@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import pytest
@@ -33,6 +35,9 @@ from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 ANSWER_437 = "Based on the tools: Calculator returned 437."
 API_KEY = "cluster-test-key"
+LEASE_SECONDS = 2
+KEEPALIVE_SECONDS = 1
+LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,8 @@ def on_cluster(cluster, redis_url):
         cluster=True,
         CELERY_BROKER_URL=redis_url,
         MINI_N8N_API_KEY=API_KEY,
-        MINI_N8N_KEEPALIVE_SECONDS="1",
+        MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
+        MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
     ) as deploy:
         yield deploy
 
@@ -194,6 +200,33 @@ def test_a_stop_reaches_the_worker_running_the_execution(on_cluster):
     assert reply.text() != ANSWER_437  # cut short
     record = on_cluster.execution(reply.headers["x-execution-id"])
     assert record["status"] == "canceled"
+
+
+def test_a_worker_killed_mid_stream_ends_the_stream_and_its_session_goes_on(on_cluster):
+    """The lease is taken and dropped in steps of its own in a cluster: a lost worker's stream
+    still ends with an error line within the bound, and the session's next message, whose turn
+    the lost one held, is answered."""
+    deploy = on_cluster
+    workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
+    queue = f"{deploy.keys.prefix}qv"
+    victim = deploy.start_worker(queue=queue)
+    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
+    killed_at: list[float] = []
+
+    def on_chunk(chunk):
+        if chunk["type"] == "item" and not killed_at:
+            victim.proc.send_signal(signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", "cl-kill", on_chunk=on_chunk)
+    assert killed_at, "the stream never started"
+    assert reply.chunks[-1]["type"] == "error"
+    assert "worker" in reply.chunks[-1]["content"].lower()
+    assert reply.ended_at - killed_at[0] < LOST_WORKER_BOUND
+    record = deploy.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
+    after = stream_chat(chat_url(deploy.api_a, workflow), "What is 2 * 3?", "cl-kill")
+    assert after.text() == "Based on the tools: Calculator returned 6."
 
 
 def test_mini_n8n_import_writes_workflows_to_the_cluster(cluster, redis_url, tmp_path):
