@@ -121,6 +121,7 @@ class Relay:
         self._shard_of: dict[str, _Shard] = {}  # channel -> the shard it is subscribed on
         self._topology: RedisCluster | None = None  # a cluster's slot map
         self._topology_lock = threading.Lock()  # made once, by the first who needs it
+        self._stale = False  # read the slot map again before the next lookup
 
     def open_streams(self) -> int:
         return len(self._streams) + len(self._local)
@@ -208,6 +209,11 @@ class Relay:
         with self._topology_lock:
             if self._topology is None:
                 self._topology = RedisCluster.from_url(self.redis_url, socket_timeout=5)
+                self._stale = False
+            elif self._stale:
+                # A shard's connection broke: a failover may have moved its slots to a replica.
+                self._topology.nodes_manager.initialize()
+                self._stale = False
             return self._topology
 
     def _moved(self, channels: list[str]) -> None:
@@ -273,6 +279,7 @@ class Relay:
         if shard is None or self._shards.get(shard.name) is not shard:
             return
         del self._shards[shard.name]
+        self._stale = self.cluster
         with contextlib.suppress(Exception):  # it is broken already
             shard.conn.disconnect()
         for channel in list(shard.channels):
