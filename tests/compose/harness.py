@@ -373,17 +373,25 @@ class Deployment:
 
 class HealthChecks(threading.Thread):
     """Runs the containers' healthchecks, which podman leaves to systemd timers (none here):
-    every second until a container is healthy, then every ten seconds."""
+    every second until a container is healthy, then every ten seconds. Each check runs in a
+    thread of its own, as the engine's timers would: one that hangs (the proxy's, while nginx
+    still connects to an api container that was just replaced) holds up no other container's."""
 
     def __init__(self, deployment: Deployment):
         super().__init__(daemon=True, name="podman-healthchecks")
         self.deployment = deployment
         self._halt = threading.Event()
         self._last: dict[str, float] = {}
+        self._running: dict[str, threading.Thread] = {}
 
     def stop(self) -> None:
+        """No new checks, and the ones still running get a while to end (their containers are
+        gone by now) before the engine and its storage are."""
         self._halt.set()
         self.join(10)
+        deadline = time.monotonic() + 30
+        for check in list(self._running.values()):
+            check.join(max(0.0, deadline - time.monotonic()))
 
     def run(self) -> None:
         while not self._halt.wait(1.0):
@@ -399,9 +407,22 @@ class HealthChecks(threading.Thread):
         for line in listing.stdout.splitlines():
             container, _, status = line.partition(" ")
             every = 10.0 if "(healthy)" in status else 1.0
+            running = self._running.get(container)
+            if running is not None and running.is_alive():
+                continue
             if time.monotonic() - self._last.get(container, 0.0) >= every:
                 self._last[container] = time.monotonic()
-                d.podman("healthcheck", "run", container, check=False, timeout=60)
+                self._running[container] = check = threading.Thread(
+                    target=self._run_one, args=(container,), daemon=True,
+                    name=f"podman-healthcheck-{container}",
+                )  # fmt: skip
+                check.start()
+
+    def _run_one(self, container: str) -> None:
+        try:
+            self.deployment.podman("healthcheck", "run", container, check=False, timeout=60)
+        except Exception as err:
+            print(f"compose harness healthchecks: {err}", file=sys.stderr)
 
 
 # --- the cache ----------------------------------------------------------------------------
