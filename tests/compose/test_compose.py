@@ -444,7 +444,12 @@ def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_kee
     # The kill's own time, from inside the container (one kernel, one clock): on a busy machine
     # `podman exec` itself takes a while, which is no part of how soon the stream ends.
     kill = f"import os, time; t = time.time(); os.kill({pid}, 9); print(t)"
-    killed = float(d.podman("exec", container, "python", "-c", kill).stdout)
+    done = d.podman("exec", container, "python", "-c", kill, check=False)
+    # The worker is the container's main process, so the container stops with it, and podman may
+    # then fail to fetch the exec's own exit status (255, "exec died event ... not found"): what
+    # counts is that the kill ran, which the time it printed shows.
+    assert done.stdout.strip(), f"exit {done.returncode}: {done.stderr}"
+    killed = float(done.stdout)
 
     client.join(30)
     assert not client.is_alive(), "the stream did not end"
