@@ -5,9 +5,9 @@ Everything specific to this kind of machine lives here, never in the Dockerfile 
 - podman settings (a CONTAINERS_CONF with ulimits the sandbox allows and runc instead of crun);
 - a storage root of its own per run, so each run starts from an empty image store and never
   touches other users' containers;
-- one base image from debootstrap (Python, and Debian's redis-server and nginx) instead of
-  python:3.x-slim, redis and nginx, and Python packages from wheels built on the host (HTTPS to
-  PyPI fails inside containers here);
+- one base image from debootstrap (Python, and Debian's redis-server, nginx and rabbitmq-server)
+  instead of python:3.x-slim, redis, nginx and rabbitmq, and Python packages from wheels built on
+  the host (HTTPS to PyPI fails inside containers here);
 - a generated api key, the user's workflows folder (empty at first) and an empty env file in
   place of a `.env` of the checkout, so the caller's settings never reach the deployment;
 - healthchecks run by a thread: podman schedules them with systemd timers, and there is no
@@ -48,22 +48,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 COMPOSE_FILES = (ROOT / "docker-compose.yml", HERE / "docker-compose.test.yml")
+# The RabbitMQ variant: the product's override and its test override, given after those above.
+RABBITMQ_FILES = (ROOT / "docker-compose.rabbitmq.yml", HERE / "docker-compose.rabbitmq.test.yml")
 TOOLS = ("podman", "runc", "debootstrap", "docker-compose", "catatonit")
 WORKDIR = Path(os.environ.get("MINI_N8N_COMPOSE_WORKDIR", "/var/tmp/mini-n8n-compose"))
 CACHE = WORKDIR / "cache"
 # The whole build step: a cold cache (debootstrap, wheels) on a busy machine plus the images.
 BUILD_SECONDS = float(os.environ.get("MINI_N8N_COMPOSE_BUILD_SECONDS", "900"))
 # passwd: useradd for the image's non-root user; redis-server (with redis-cli) for the redis image;
-# nginx and curl (its healthcheck) for the proxy image, which the official nginx image has too.
+# nginx and curl (its healthcheck) for the proxy image, which the official nginx image has too;
+# rabbitmq-server for the rabbitmq image of the RabbitMQ variant (docker-compose.rabbitmq.yml).
 BASE_PACKAGES = (
     "python3", "python3-venv", "passwd", "ca-certificates", "redis-server", "nginx", "curl",
+    "rabbitmq-server",
 )  # fmt: skip
 # What the compose file reads from the environment: a test sets what it needs, never the caller's
 # shell (an OPENAI_API_KEY there would reach the containers).
 PRODUCT_VARIABLES = (
     "MINI_N8N_API_KEY", "MINI_N8N_DEMO", "MINI_N8N_WORKFLOWS", "MINI_N8N_CREDENTIALS_SECRET",
     "REDIS_PASSWORD", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MINI_N8N_LOG_LEVEL",
-    "MINI_N8N_LOG_FORMAT", "REDIS_IMAGE", "PROXY_IMAGE",
+    "MINI_N8N_LOG_FORMAT", "REDIS_IMAGE", "PROXY_IMAGE", "RABBITMQ_USER", "RABBITMQ_PASSWORD",
+    "RABBITMQ_IMAGE",
 )  # fmt: skip
 CONTAINERS_CONF = """\
 [containers]
@@ -126,10 +131,12 @@ def _missing(tools) -> list[str]:
     return [tool for tool in tools if shutil.which(tool) is None]
 
 
-def compose_command(*args: str, env_file: Path | None = None) -> list[str]:
-    """docker-compose with the product's compose file and the test override; `env_file` stands
-    in for a .env in the repository (a developer's own settings)."""
-    files = [arg for path in COMPOSE_FILES for arg in ("-f", str(path))]
+def compose_command(
+    *args: str, env_file: Path | None = None, files: tuple[Path, ...] = COMPOSE_FILES
+) -> list[str]:
+    """docker-compose with the product's compose file and the test override (`files`: those and
+    a variant's); `env_file` stands in for a .env in the repository (a developer's own settings)."""
+    files = [arg for path in files for arg in ("-f", str(path))]
     env = ["--env-file", str(env_file)] if env_file is not None else []
     return ["docker-compose", *files, *env, *args]
 
@@ -194,6 +201,9 @@ class Deployment:
         self.base_image = f"localhost/mini-n8n-test-python:{tag}"
         self.redis_image = f"localhost/mini-n8n-test-redis:{tag}"
         self.proxy_image = f"localhost/mini-n8n-test-nginx:{tag}"
+        self.rabbitmq_image = f"localhost/mini-n8n-test-rabbitmq:{tag}"
+        # What every compose command of this deployment is given (a test may add a variant's).
+        self.compose_files = COMPOSE_FILES
         self.app_image = f"localhost/{self.project}-mini-n8n:latest"
         self.env = self._environment()
         self.started: float | None = None  # when the engine was started (build step)
@@ -232,6 +242,7 @@ class Deployment:
             MINI_N8N_TEST_BASE_IMAGE=self.base_image,
             MINI_N8N_TEST_REDIS_IMAGE=self.redis_image,
             MINI_N8N_TEST_PROXY_IMAGE=self.proxy_image,
+            MINI_N8N_TEST_RABBITMQ_IMAGE=self.rabbitmq_image,
             MINI_N8N_API_KEY=self.api_key,
             MINI_N8N_WORKFLOWS=str(self.workflows),
         )
@@ -277,7 +288,7 @@ class Deployment:
         self, *args: str, timeout: float = 120, check: bool = True, env=None, **kwargs
     ) -> subprocess.CompletedProcess:
         """docker-compose in this deployment's environment (`env`: another one)."""
-        command = compose_command(*args, env_file=self.env_file)
+        command = compose_command(*args, env_file=self.env_file, files=self.compose_files)
         return _run(command, self.env if env is None else env, timeout, check, cwd=ROOT, **kwargs)
 
     def images(self) -> list[str]:
@@ -286,14 +297,14 @@ class Deployment:
 
     # --- images and build context -------------------------------------------------------
     def prepare_base_images(self, rootfs: Path, deadline: Deadline) -> None:
-        """One Debian image under three names: the compose file gives redis and the proxy their
-        commands, so they need no image of their own."""
+        """One Debian image under four names: the compose files give redis, the proxy and rabbitmq
+        their commands, so they need no image of their own."""
         with open(rootfs / "rootfs.tar", "rb") as tar:
             self.podman(
                 "import", "--change", 'CMD ["/bin/bash"]', "-", self.base_image,
                 stdin=tar, timeout=deadline.left(300),
             )  # fmt: skip
-        for image in (self.redis_image, self.proxy_image):
+        for image in (self.redis_image, self.proxy_image, self.rabbitmq_image):
             self.podman("tag", self.base_image, image, timeout=deadline.left(60))
 
     def prepare_context(self, wheels: Path) -> None:
@@ -362,17 +373,25 @@ class Deployment:
 
 class HealthChecks(threading.Thread):
     """Runs the containers' healthchecks, which podman leaves to systemd timers (none here):
-    every second until a container is healthy, then every ten seconds."""
+    every second until a container is healthy, then every ten seconds. Each check runs in a
+    thread of its own, as the engine's timers would: one that hangs (the proxy's, while nginx
+    still connects to an api container that was just replaced) holds up no other container's."""
 
     def __init__(self, deployment: Deployment):
         super().__init__(daemon=True, name="podman-healthchecks")
         self.deployment = deployment
         self._halt = threading.Event()
         self._last: dict[str, float] = {}
+        self._running: dict[str, threading.Thread] = {}
 
     def stop(self) -> None:
+        """No new checks, and the ones still running get a while to end (their containers are
+        gone by now) before the engine and its storage are."""
         self._halt.set()
         self.join(10)
+        deadline = time.monotonic() + 30
+        for check in list(self._running.values()):
+            check.join(max(0.0, deadline - time.monotonic()))
 
     def run(self) -> None:
         while not self._halt.wait(1.0):
@@ -388,9 +407,22 @@ class HealthChecks(threading.Thread):
         for line in listing.stdout.splitlines():
             container, _, status = line.partition(" ")
             every = 10.0 if "(healthy)" in status else 1.0
+            running = self._running.get(container)
+            if running is not None and running.is_alive():
+                continue
             if time.monotonic() - self._last.get(container, 0.0) >= every:
                 self._last[container] = time.monotonic()
-                d.podman("healthcheck", "run", container, check=False, timeout=60)
+                self._running[container] = check = threading.Thread(
+                    target=self._run_one, args=(container,), daemon=True,
+                    name=f"podman-healthcheck-{container}",
+                )  # fmt: skip
+                check.start()
+
+    def _run_one(self, container: str) -> None:
+        try:
+            self.deployment.podman("healthcheck", "run", container, check=False, timeout=60)
+        except Exception as err:
+            print(f"compose harness healthchecks: {err}", file=sys.stderr)
 
 
 # --- the cache ----------------------------------------------------------------------------
