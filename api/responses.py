@@ -35,10 +35,11 @@ log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 KEEPALIVE = '{"type":"keepalive"}\n'
-# How long to wait for an execution's last events once its record says it ended. A worker
-# writes the record just before it publishes them, normally milliseconds apart; with thousands
-# of executions on one busy worker its outbox was measured running seconds behind, and 2 s
-# declared 141 of 5,000 complete answers' ends lost (issue 14).
+# How long to wait for an execution's last events once its record says it ended and no worker
+# holds its lease any more. A worker writes the record just before it hands the last events to
+# its outbox and keeps the lease until they are published (with thousands of executions on one
+# busy worker its outbox was measured running seconds behind: a fixed 2 s grace declared 141 of
+# 5,000 complete answers' ends lost, issue 14), so past the lease they are already on their way.
 FINAL_GRACE_SECONDS = 10.0
 
 
@@ -77,18 +78,44 @@ class Outcome:
         finally:
             self.relay.unsubscribe(stream)
 
-    def _await_done(self, stream, ended: Event) -> Iterator[Event]:
-        """The record says the execution ended. A worker writes the record just before it
-        publishes the last events, so those are normally a few milliseconds behind: wait for
-        them briefly, and fall back to what the record says."""
-        if ended.body.get("status") != Status.CRASHED:
-            while (event := stream.get(timeout=FINAL_GRACE_SECONDS)) is not None:
-                if event.kind == Kind.BROKEN:
+    def _await_done(self, stream, ended: Event) -> Iterator[Event | None]:
+        """The record says the execution ended; its last events are normally a few milliseconds
+        behind. While its worker holds the lease they are still in that worker's outbox: wait,
+        with keepalives. Once it does not (released after publishing, or run out with a lost
+        worker), wait FINAL_GRACE_SECONDS for what is on its way, then fall back to what the
+        record says."""
+        if ended.body.get("status") == Status.CRASHED:
+            yield ended
+            return
+        owed = True
+        while True:
+            event = stream.get(
+                timeout=self.settings.keepalive_seconds if owed else FINAL_GRACE_SECONDS
+            )
+            if event is None:
+                if not owed:
                     break
+                owed = self._final_event_owed()
+                if owed:
+                    yield None
+            elif event.kind == Kind.BROKEN:
+                break
+            else:
                 yield event
                 if event.kind == Kind.DONE:
                     return
         yield ended
+
+    def _final_event_owed(self) -> bool:
+        """Whether the finished execution's worker still holds its lease (worker/execution_run.py
+        keeps it until the final event is published). Unknown counts as no: the record already
+        says how the execution ended."""
+        if self.checks is None:
+            return False
+        try:
+            return self.checks.leased(self.launch.execution_id)
+        except redis.RedisError:
+            return False
 
     def _check_reachable(self) -> Event | None:
         """`_check`, tolerating Redis being unreachable for up to a lease: the execution may

@@ -244,9 +244,11 @@ class ExecutionStore:
         count = 0
         for execution_id in lost:
             record = self.mark_crashed_if_lost(execution_id, queue_timeout_s)
-            if record is None:
+            if record is None or record["status"] in FINISHED:
+                # Gone, or finished by a worker lost before it released the lease (it keeps
+                # it until the final event is published: worker/execution_run.py).
                 self.client.zrem(self.keys.running(), execution_id)
-            elif record["status"] == Status.CRASHED:
+            if record is not None and record["status"] == Status.CRASHED:
                 count += 1
         return count
 

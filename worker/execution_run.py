@@ -4,6 +4,11 @@ run the engine with hooks that publish to the execution's channel, record the ou
 The claim is what makes delivery at most once (core/executions.py): a redelivered or duplicated
 task, or one whose execution was stopped or marked crashed meanwhile, finds the record no longer
 `new` and is dropped without running anything.
+
+The lease outlives the run: the outcome is recorded at once (what a client that got the end
+reads), but the lease stays until the outbox has published the final event. A busy outbox can
+run seconds behind; while the lease is held, the api's streams know the end is still coming
+(api/responses.py) instead of calling it lost.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ MAX_RUN_DATA_BYTES = 512 * 1024  # run data beyond this keeps node metadata only
 RECORD_RETRY_SECONDS = 60.0
 # How long a waiting execution blocks for its wake-up before it looks at its session again.
 TURN_CHECK_SECONDS = 1.0
+# How long a finished execution keeps its lease waiting for the outbox to publish its final
+# event: far beyond any lag measured; an outbox stuck longer should not hold the lease forever.
+FINAL_PUBLISH_SECONDS = 120.0
 
 
 class ExecutionRunner:
@@ -165,8 +173,9 @@ class ExecutionRunner:
         self, payload: dict[str, Any], record: dict[str, Any], run: Run, claim: Claim
     ) -> None:
         """Record the outcome, count it (crashed when a reaper marked the execution lost first,
-        or when Redis never took it), then publish it. A run that waits for its chat user's
-        reply is not finished: it is saved as `waiting` (worker/waiting.py) and publishes nothing."""
+        or when Redis never took it), publish it, and release the lease once it is published.
+        A run that waits for its chat user's reply is not finished: it is saved as `waiting`
+        (worker/waiting.py) and publishes nothing."""
         if run.status == Status.WAITING:
             paused = self.conversations.pause(payload, record, run, _bounded_run_data(run.run_data))
             claim.ended(Status.WAITING if paused else Status.CRASHED)
@@ -190,20 +199,34 @@ class ExecutionRunner:
             "output": run.first_json(),
             "streamed": run.streamed,
         }
-        self.outbox.done(self.keys.execution_events(record["id"]), result)
+        published = self.outbox.done(self.keys.execution_events(record["id"]), result)
         if payload.get("pushRef"):
             finished = {"executionId": record["id"], "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
+        if recorded:
+            self._release(final, published)
+
+    def _release(self, final: dict[str, Any], published: threading.Event) -> None:
+        """Once the final event is out (or the outbox gave up on it), drop the lease and hand the
+        session's turn on. Should Redis refuse, the lease runs out by itself (no one renews it
+        once the run returns) and a reaper clears it."""
+        if not published.wait(FINAL_PUBLISH_SECONDS):
+            log.warning("execution %s: its final event is not published yet", final["id"])
+        try:
+            self.store.transition(final, {Status(final["status"])})
+        except redis.RedisError as err:
+            log.warning("execution %s: lease not released, Redis: %s", final["id"], err)
 
     def _record_outcome(self, final: dict[str, Any]) -> bool:
-        """Write the finished record. While Redis is unreachable, keep trying for a while: a
-        reaper that saw the lease run out meanwhile has marked the execution crashed ("worker
-        lost"), and this worker, which did not get lost, then replaces that with what happened."""
+        """Write the finished record, keeping the lease (`_release` drops it). While Redis is
+        unreachable, keep trying for a while: a reaper that saw the lease run out meanwhile has
+        marked the execution crashed ("worker lost"), and this worker, which did not get lost,
+        then replaces that with what happened."""
         allowed = {Status.RUNNING}
         delay, deadline = 0.25, time.monotonic() + RECORD_RETRY_SECONDS
         while True:
             try:
-                if not self.store.transition(final, allowed):
+                if not self.store.transition(final, allowed, lease_ms=self.lease_ms):
                     log.warning("execution %s was marked lost before it finished", final["id"])
                     return False
                 return True
