@@ -29,7 +29,7 @@ class LaunchError(Exception):
     """Redis or the broker refused: the execution was recorded as failed, nothing runs."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     execution_id: str
     stream: Stream | None  # None when nobody waits for the outcome (onReceived)

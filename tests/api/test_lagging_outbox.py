@@ -114,9 +114,9 @@ def test_a_final_event_held_in_a_lagging_outbox_still_ends_the_answer_whole(
     worker.start()
     try:
         chunks, held_for = [], 0
-        for piece in responses._ndjson(outcome):  # what one write sends: one line or more
+        for piece in responses._ndjson(outcome, 0.0):  # what one write sends: one line or more
             chunks.extend(json.loads(line) for line in piece.splitlines())
-            if piece == KEEPALIVE and store.get(execution_id)["status"] == Status.SUCCESS:
+            if piece == KEEPALIVE.encode() and store.get(execution_id)["status"] == Status.SUCCESS:
                 # The record says it finished while its end sits in the outbox: let several
                 # quiet intervals (each longer than the grace) pass before it is published.
                 held_for += 1
@@ -154,7 +154,7 @@ def test_a_worker_lost_before_it_published_the_final_event_still_ends_the_stream
     checks = LivenessChecks(store, settings.queue_timeout_seconds)
     outcome = Outcome(Launch(record["id"], stream), store, relay, settings, checks)
     chunks = [
-        json.loads(line) for piece in responses._ndjson(outcome) for line in piece.splitlines()
+        json.loads(line) for piece in responses._ndjson(outcome, 0.0) for line in piece.splitlines()
     ]
     answer = [c for c in chunks if c["type"] != "keepalive"]
     assert [c["type"] for c in answer] == ["begin", "item", "error"]
