@@ -6,9 +6,10 @@ task, or one whose execution was stopped or marked crashed meanwhile, finds the 
 `new` and is dropped without running anything.
 
 The lease outlives the run: the outcome is recorded at once (what a client that got the end
-reads), but the lease stays until the outbox has published the final event. A busy outbox can
-run seconds behind; while the lease is held, the api's streams know the end is still coming
-(api/responses.py) instead of calling it lost.
+reads, and the session's turn handed on, as always), then the worker takes the lease again
+until the outbox has published the final event. A busy outbox can run seconds behind; while
+the lease is held, the api's streams know the end is still coming (api/responses.py) instead
+of calling it lost.
 """
 
 from __future__ import annotations
@@ -199,34 +200,44 @@ class ExecutionRunner:
             "output": run.first_json(),
             "streamed": run.streamed,
         }
+        held = recorded and self._hold_lease(record["id"])
         published = self.outbox.done(self.keys.execution_events(record["id"]), result)
         if payload.get("pushRef"):
             finished = {"executionId": record["id"], "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
-        if recorded:
-            self._release(final, published)
+        if held:
+            self._release(record["id"], published)
 
-    def _release(self, final: dict[str, Any], published: threading.Event) -> None:
-        """Once the final event is out (or the outbox gave up on it), drop the lease and hand the
-        session's turn on. Should Redis refuse, the lease runs out by itself (no one renews it
-        once the run returns) and a reaper clears it."""
-        if not published.wait(FINAL_PUBLISH_SECONDS):
-            log.warning("execution %s: its final event is not published yet", final["id"])
+    def _hold_lease(self, execution_id: str) -> bool:
+        """Take the lease again while the final event waits in the outbox (the lease thread
+        renews it, since the execution still runs here until `run` returns)."""
         try:
-            self.store.transition(final, {Status(final["status"])})
+            self.store.hold_lease(execution_id, self.lease_ms)
+            return True
+        except redis.RedisError as err:  # the stream then waits a grace period, as before
+            log.warning("execution %s: lease not held for the final event: %s", execution_id, err)
+            return False
+
+    def _release(self, execution_id: str, published: threading.Event) -> None:
+        """Drop the lease once the final event is out (or the outbox gave up on it). Should
+        Redis refuse, the lease runs out by itself (no one renews it once the run returns) and
+        a reaper clears it."""
+        if not published.wait(FINAL_PUBLISH_SECONDS):
+            log.warning("execution %s: its final event is not published yet", execution_id)
+        try:
+            self.store.drop_lease(execution_id)
         except redis.RedisError as err:
-            log.warning("execution %s: lease not released, Redis: %s", final["id"], err)
+            log.warning("execution %s: lease not released, Redis: %s", execution_id, err)
 
     def _record_outcome(self, final: dict[str, Any]) -> bool:
-        """Write the finished record, keeping the lease (`_release` drops it). While Redis is
-        unreachable, keep trying for a while: a reaper that saw the lease run out meanwhile has
-        marked the execution crashed ("worker lost"), and this worker, which did not get lost,
-        then replaces that with what happened."""
+        """Write the finished record. While Redis is unreachable, keep trying for a while: a
+        reaper that saw the lease run out meanwhile has marked the execution crashed ("worker
+        lost"), and this worker, which did not get lost, then replaces that with what happened."""
         allowed = {Status.RUNNING}
         delay, deadline = 0.25, time.monotonic() + RECORD_RETRY_SECONDS
         while True:
             try:
-                if not self.store.transition(final, allowed, lease_ms=self.lease_ms):
+                if not self.store.transition(final, allowed):
                     log.warning("execution %s was marked lost before it finished", final["id"])
                     return False
                 return True
