@@ -56,6 +56,9 @@ def post_worker_init(worker) -> None:
     own, so a watcher ends them as soon as the worker is told to stop."""
     import gevent
 
+    # Each connection's greenlet would keep a copy of the frames that spawned it and a link to
+    # its spawner (a debugging aid nothing here reads): about 0.8 KB per open stream (issue 14).
+    gevent.config.track_greenlet_tree = False
     # Warm start (issue 14): the app was loaded with the node modules (api/wsgi.py); its shared
     # clients are opened now, before the first request.
     worker.wsgi.extensions["mini_n8n"].warm_start()

@@ -29,7 +29,7 @@ class LaunchError(Exception):
     """Redis or the broker refused: the execution was recorded as failed, nothing runs."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     execution_id: str
     stream: Stream | None  # None when nobody waits for the outcome (onReceived)
@@ -142,10 +142,14 @@ class Launcher:
 
     def warm(self) -> None:
         """Warm start (issue 14): the relay's subscriber connection and the broker producer,
-        opened before the first request instead of inside it."""
+        opened before the first request instead of inside it; the producer on the sender's
+        thread, where Celery and kombu keep their per-thread state for every send."""
         if self.settings.executions_mode == "regular":
             return
         self.relay.warm()
+        self._sender.call(self._warm_producer)
+
+    def _warm_producer(self) -> None:
         with self._publish_lock:
             app = self._celery()
             if self._producer is None:

@@ -7,6 +7,9 @@ few seconds, a fifth of the api's CPU at 4,000 streams, and it contended with ne
 the small Redis pool. Checks that arrive within WINDOW seconds of each other now share one
 pipeline (a GET and a ZSCORE per execution); only an execution that looks lost takes the
 per-execution path, which marks it crashed.
+
+The same pipeline tells whether a worker holds the execution's lease: a finished execution's
+worker keeps it until its final event is published (worker/execution_run.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class _Check:
         self.execution_id = execution_id
         self.done = threading.Event()
         self.record: dict[str, Any] | None = None
+        self.leased = False  # a worker holds the execution's lease (it has not expired)
         self.error: Exception | None = None
 
 
@@ -40,6 +44,14 @@ class LivenessChecks:
     def check(self, execution_id: str) -> dict[str, Any] | None:
         """What `mark_crashed_if_lost` answers (the record as it now stands, None if gone);
         raises what Redis raised."""
+        return self._submit(execution_id).record
+
+    def leased(self, execution_id: str) -> bool:
+        """Whether a worker holds the execution's lease; raises what Redis raised."""
+        return self._submit(execution_id).leased
+
+    def _submit(self, execution_id: str) -> _Check:
+        """Join (or start) the batch being gathered and wait for its answers."""
         check = _Check(execution_id)
         with self._lock:
             self._pending.append(check)
@@ -49,7 +61,7 @@ class LivenessChecks:
         check.done.wait()
         if check.error is not None:
             raise check.error
-        return check.record
+        return check
 
     def _flush(self) -> None:
         time.sleep(WINDOW)
@@ -72,15 +84,15 @@ class LivenessChecks:
             pipe.get(keys.execution(execution_id))
             pipe.zscore(keys.running(), execution_id)
         replies = pipe.execute()
-        answers: dict[str, dict[str, Any] | None] = {}
+        answers: dict[str, tuple[dict[str, Any] | None, bool]] = {}
         for i, execution_id in enumerate(ids):
             raw, deadline = replies[2 * i], replies[2 * i + 1]
             record = json.loads(raw) if raw else None
             if not self._alive(record, deadline):
                 record = self.store.mark_crashed_if_lost(execution_id, self.queue_timeout)
-            answers[execution_id] = record
+            answers[execution_id] = record, deadline is not None and deadline >= now_ms()
         for check in batch:
-            check.record = answers[check.execution_id]
+            check.record, check.leased = answers[check.execution_id]
 
     def _alive(self, record: dict[str, Any] | None, deadline: float | None) -> bool:
         """True when the record shows no loss (gone or finished counts: nothing to mark)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 from flask import Response, has_request_context, request
 from prometheus_client import (
@@ -66,24 +65,28 @@ def arrival() -> float:
     return time.monotonic()
 
 
-def measured(lines: Iterator[str], arrived: float, keepalive: str) -> Iterator[str]:
-    """A streaming body, counted: open while it is being sent, the time to its first line that is
-    not `keepalive`, and the bytes each line took once the server came back for the next."""
-    OPEN_STREAMS.inc()
-    first = True
-    try:
-        for line in lines:
-            if first and line != keepalive:
-                first = False
-                TIME_TO_FIRST_CHUNK.observe(time.monotonic() - arrived)
-            yield line
-            # Per line of a stream: skip the second UTF-8 encoding where characters are bytes.
-            STREAM_BYTES.inc(len(line) if line.isascii() else len(line.encode()))
-    finally:
+class StreamMeter:
+    """A streaming body's metrics: open while it is being sent, the time to its first line that
+    is not a keepalive, and the bytes each line took once the server came back for the next.
+    Called by the body's own generator (api/responses.py): a generator wrapped around it was
+    one more stack frame that every open stream keeps (issue 14)."""
+
+    __slots__ = ("_arrived", "_first")
+
+    def __init__(self, arrived: float):
+        self._arrived = arrived
+        self._first = True
+        OPEN_STREAMS.inc()
+
+    def sent(self, text: str, keepalive: bool = False) -> None:
+        if self._first and not keepalive:
+            self._first = False
+            TIME_TO_FIRST_CHUNK.observe(time.monotonic() - self._arrived)
+        # Per line of a stream: skip the second UTF-8 encoding where characters are bytes.
+        STREAM_BYTES.inc(len(text) if text.isascii() else len(text.encode()))
+
+    def close(self) -> None:
         OPEN_STREAMS.dec()
-        close = getattr(lines, "close", None)
-        if close is not None:
-            close()  # its own cleanup (unsubscribe, stop on disconnect) runs now, not when collected
 
 
 def exposition() -> bytes:

@@ -31,6 +31,10 @@ class RelayError(Exception):
 class Stream:
     """The events of one execution on their way to one HTTP response."""
 
+    # Thousands are open at once in one api process: no per-instance dict (issue 14).
+    __slots__ = ("channel", "local", "ordered", "max_bytes", "confirmed", "_items", "_ready",
+                 "_bytes", "_lock", "overflowed", "next_seq")  # fmt: skip
+
     def __init__(self, channel: str, max_bytes: int, ordered: bool = True, local: bool = False):
         self.channel = channel
         self.local = local  # fed from inside this process (regular mode), not by Redis

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import redis
-from flask import Response, jsonify
+from flask import Response, jsonify, request
 
 from api import metrics
 from api.launcher import Launch
+from api.relay import Stream
 from core import events
 from core.answers import output_text
 from core.events import Event, Kind
@@ -35,60 +36,88 @@ log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 KEEPALIVE = '{"type":"keepalive"}\n'
-# How long to wait for an execution's last events once its record says it ended. A worker
-# writes the record just before it publishes them, normally milliseconds apart; with thousands
-# of executions on one busy worker its outbox was measured running seconds behind, and 2 s
-# declared 141 of 5,000 complete answers' ends lost (issue 14).
+# How long to wait for an execution's last events once its record says it ended and no worker
+# holds its lease any more. A worker writes the record just before it hands the last events to
+# its outbox and keeps the lease until they are published (with thousands of executions on one
+# busy worker its outbox was measured running seconds behind: a fixed 2 s grace declared 141 of
+# 5,000 complete answers' ends lost, issue 14), so past the lease they are already on their way.
 FINAL_GRACE_SECONDS = 10.0
 
 
 class Outcome:
-    """Reads one execution's events until it ends, checking on the worker when it is quiet."""
+    """Reads one execution's events until it ends, checking on the worker when it is quiet.
+
+    A method called once per event rather than a generator: every open stream waits inside
+    it, and each generator between the server and that wait is one more C stack frame the
+    stream's greenlet keeps a copy of (about 0.6 KB each; issue 14)."""
+
+    __slots__ = ("launch", "stream", "store", "relay", "settings", "checks",
+                 "_unreachable_since", "_ended", "_owed")  # fmt: skip
 
     def __init__(self, launch: Launch, store: ExecutionStore, relay, settings, checks=None):
+        assert launch.stream is not None, "an onReceived launch has no outcome to wait for"
         self.launch = launch
+        self.stream: Stream = launch.stream
         self.store = store
         self.relay = relay
         self.settings = settings
         self.checks = checks  # api/liveness.py: this process's checks, batched
         self._unreachable_since: float | None = None
+        self._ended: Event | None = None  # what the record said once it showed the end
+        self._owed = True  # a worker may still hold the final event (see _await_done)
 
-    def events(self) -> Generator[Event | None, None, None]:
-        """Yields events; None means a quiet interval passed and the execution is still alive.
-        Ends after a `done` event, or after a synthesized one when the execution was lost."""
-        stream = self.launch.stream
-        assert stream is not None, "an onReceived launch has no outcome to wait for"
+    def next_event(self) -> Event | None:
+        """The next event; None means a quiet interval passed and the execution is still
+        alive. The last is a `done` event, real or, when the execution was lost, synthesized;
+        call `close` after it (or to give up)."""
+        if self._ended is not None:
+            return self._await_done(self._ended)
+        event = self.stream.get(timeout=self.settings.keepalive_seconds)
+        if event is None:
+            ended = self._check_reachable()
+            if ended is None:
+                return None
+            self._ended = ended
+            return self._await_done(ended)
+        if event.kind == Kind.BROKEN:
+            return events.done({"status": Status.ERROR, "error": event.reason})
+        return event
+
+    def close(self) -> None:
+        self.relay.unsubscribe(self.stream)
+
+    def _await_done(self, ended: Event) -> Event | None:
+        """The record says the execution ended; its last events are normally a few milliseconds
+        behind. While its worker holds the lease they are still in that worker's outbox: wait,
+        with keepalives. Once it does not (released after publishing, or run out with a lost
+        worker), wait FINAL_GRACE_SECONDS for what is on its way, then fall back to what the
+        record says."""
+        if ended.body.get("status") == Status.CRASHED:
+            return ended
+        while True:
+            wait = self.settings.keepalive_seconds if self._owed else FINAL_GRACE_SECONDS
+            event = self.stream.get(timeout=wait)
+            if event is None:
+                if not self._owed:
+                    return ended
+                self._owed = self._final_event_owed()
+                if self._owed:
+                    return None
+            elif event.kind == Kind.BROKEN:
+                return ended
+            else:
+                return event
+
+    def _final_event_owed(self) -> bool:
+        """Whether the finished execution's worker still holds its lease (worker/execution_run.py
+        keeps it until the final event is published). Unknown counts as no: the record already
+        says how the execution ended."""
+        if self.checks is None:
+            return False
         try:
-            while True:
-                event = stream.get(timeout=self.settings.keepalive_seconds)
-                if event is None:
-                    ended = self._check_reachable()
-                    if ended is not None:
-                        yield from self._await_done(stream, ended)
-                        return
-                    yield None
-                elif event.kind == Kind.BROKEN:
-                    yield events.done({"status": Status.ERROR, "error": event.reason})
-                    return
-                else:
-                    yield event
-                    if event.kind == Kind.DONE:
-                        return
-        finally:
-            self.relay.unsubscribe(stream)
-
-    def _await_done(self, stream, ended: Event) -> Iterator[Event]:
-        """The record says the execution ended. A worker writes the record just before it
-        publishes the last events, so those are normally a few milliseconds behind: wait for
-        them briefly, and fall back to what the record says."""
-        if ended.body.get("status") != Status.CRASHED:
-            while (event := stream.get(timeout=FINAL_GRACE_SECONDS)) is not None:
-                if event.kind == Kind.BROKEN:
-                    break
-                yield event
-                if event.kind == Kind.DONE:
-                    return
-        yield ended
+            return self.checks.leased(self.launch.execution_id)
+        except redis.RedisError:
+            return False
 
     def _check_reachable(self) -> Event | None:
         """`_check`, tolerating Redis being unreachable for up to a lease: the execution may
@@ -150,28 +179,64 @@ def streaming_response(
         "X-Accel-Buffering": "no",
         "X-Execution-Id": outcome.launch.execution_id,
     }
-    body = metrics.measured(_ndjson(outcome, stop_on_disconnect), metrics.arrival(), KEEPALIVE)
-    return Response(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
+    body = _ndjson(outcome, metrics.arrival(), stop_on_disconnect)
+    # The server keeps the WSGI environ while the answer streams, and werkzeug filed the
+    # request in it (headers, parsed body): nothing of it is read from here on (issue 14).
+    request.environ.pop("werkzeug.request", None)
+    return _NdjsonResponse(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
 
 
-def _ndjson(outcome: Outcome, stop_on_disconnect: bool = False) -> Iterator[str]:
+class _NdjsonResponse(Response):
+    """A streamed answer whose body generator the server iterates itself: werkzeug's own app
+    iterator puts two more levels in between (an encoder and a closing iterator), each one
+    more C stack frame that every open stream's greenlet keeps a copy of (issue 14)."""
+
+    def get_app_iter(self, environ):
+        if environ["REQUEST_METHOD"] == "HEAD":
+            return super().get_app_iter(environ)
+        return _Body(self)
+
+
+class _Body:
+    """What the server iterates (the body generator, which yields bytes) and closes (the
+    response: the generator's cleanup, then its call_on_close callbacks, the access log)."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: Response):
+        self._response = response
+
+    def __iter__(self):
+        return iter(self._response.response)
+
+    def close(self) -> None:
+        self._response.close()
+
+
+def _ndjson(outcome: Outcome, arrived: float, stop_on_disconnect: bool = False) -> Iterator[bytes]:
+    meter = metrics.StreamMeter(arrived)
     saw_error = saw_items = finished = False
-    stream = outcome.events()
     try:
-        for event in stream:
+        while not finished:
+            event = outcome.next_event()
             if event is None:
-                yield KEEPALIVE
+                text = KEEPALIVE
             elif event.kind == Kind.LINES:
                 saw_error = saw_error or event.errors > 0
                 saw_items = saw_items or event.items > 0
-                yield event.body
+                text = event.body
             elif event.kind == Kind.DONE:
                 finished = True
-                yield from _closing_lines(
-                    event.body, saw_error, saw_items, outcome.launch.execution_id
-                )
+                execution_id = outcome.launch.execution_id
+                text = "".join(_closing_lines(event.body, saw_error, saw_items, execution_id))
+            else:
+                continue
+            if text:
+                yield text.encode()
+                meter.sent(text, keepalive=event is None)
     finally:
-        stream.close()  # the client may be gone: unsubscribe now, not when collected
+        meter.close()
+        outcome.close()  # the client may be gone: unsubscribe now, not when collected
         if stop_on_disconnect and not finished:
             # Closed before the end: the client went away (a write failed).
             outcome.store.request_stop(outcome.launch.execution_id)
@@ -243,9 +308,9 @@ def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Respons
 
 
 def _wait(outcome: Outcome, want_response: bool) -> dict[str, Any]:
-    stream = outcome.events()
     try:
-        for event in stream:
+        while True:
+            event = outcome.next_event()
             if event is None:
                 continue
             if want_response and event.kind == Kind.RESPONSE:
@@ -253,8 +318,7 @@ def _wait(outcome: Outcome, want_response: bool) -> dict[str, Any]:
             if event.kind == Kind.DONE:
                 return event.body
     finally:
-        stream.close()
-    return {"status": Status.ERROR, "error": "the execution ended without a result"}
+        outcome.close()
 
 
 def _json(body: Any, status: int, headers: dict[str, str]) -> Response:

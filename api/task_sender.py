@@ -16,8 +16,8 @@ from typing import Any
 
 
 class _Job:
-    def __init__(self, payload: dict[str, Any]):
-        self.payload = payload
+    def __init__(self, work: Callable[[], None]):
+        self.work = work
         self.sent = threading.Event()
         self.error: BaseException | None = None
 
@@ -30,7 +30,12 @@ class TaskSender:
         self._thread: threading.Thread | None = None
 
     def send(self, payload: dict[str, Any]) -> None:
-        job = _Job(payload)
+        self.call(lambda: self._send(payload))
+
+    def call(self, work: Callable[[], None]) -> None:
+        """Run `work` on the sender's thread and wait for it; what it raises is raised here.
+        Also how a warm start builds the sender's per-thread state before the first task."""
+        job = _Job(work)
         self._jobs.put(job)
         self._ensure_thread()
         job.sent.wait()
@@ -47,7 +52,7 @@ class TaskSender:
         while True:
             job = self._jobs.get()
             try:
-                self._send(job.payload)
+                job.work()
             except Exception as err:  # the request that asked hears it; the sender goes on
                 job.error = err
             finally:

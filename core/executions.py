@@ -285,6 +285,14 @@ class ExecutionStore:
         """Block until woken by the execution ahead in the session, or `timeout` passes."""
         self.client.blpop([self.keys.execution_turn(execution_id)], timeout=max(timeout, 0.01))
 
+    def hold_lease(self, execution_id: str, lease_ms: int) -> None:
+        """Take an execution's lease whatever its status: a finished execution's worker holds
+        it until its final event is published (worker/execution_run.py)."""
+        self.client.zadd(self.keys.running(), {execution_id: now_ms() + lease_ms})
+
+    def drop_lease(self, execution_id: str) -> None:
+        self.client.zrem(self.keys.running(), execution_id)
+
     def renew_leases(self, execution_ids: builtins.list[str], lease_ms: int) -> None:
         if execution_ids:
             deadline = now_ms() + lease_ms
@@ -350,8 +358,8 @@ class ExecutionStore:
             if record is not None and record["status"] == Status.CRASHED:
                 count += 1
             elif record is None or record["status"] != Status.RUNNING:
-                # A lease nobody holds (a cluster's refused claim leaves one): dropped if it has
-                # not been taken again meanwhile (a claim's fresh deadline is kept).
+                # A lease nobody holds (a worker lost before it released a finished execution's,
+                # or a cluster's refused claim): dropped if not taken again meanwhile.
                 self._drop_lease_if_expired(
                     keys=[self.keys.running()], args=[execution_id, now_ms()]
                 )

@@ -44,8 +44,8 @@ class WorkflowSnapshots:
             and time.monotonic() - seen[2] < REWRITE_AFTER_SECONDS
         ):
             return {"id": workflow_id, "digest": seen[1]}
-        text = json.dumps(raw, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        text = _canonical(raw)
+        digest = _digest(text)
         self.client.set(self.keys.workflow_snapshot(workflow_id, digest), text, ex=self.ttl)
         with self._lock:
             self._written[workflow_id] = (raw, digest, time.monotonic())
@@ -55,3 +55,17 @@ class WorkflowSnapshots:
         """The JSON of a referenced version (worker side); None once it expired."""
         text = self.client.get(self.keys.workflow_snapshot(ref["id"], ref["digest"]))
         return json.loads(text) if text else None
+
+
+def ref_of(raw: dict[str, Any]) -> dict[str, str]:
+    """The reference `WorkflowSnapshots.ref` hands out for this version, computed without
+    storing it: a worker that preloads a version files it under the name tasks will use."""
+    return {"id": str(raw.get("id", "")), "digest": _digest(_canonical(raw))}
+
+
+def _canonical(raw: dict[str, Any]) -> str:
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -28,6 +28,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -48,6 +49,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT_MS = 60000  # n8n's default
 DEFAULT_MAX_RETRIES = 2  # n8n's default
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a frozen chat
+WARM_TIMEOUT = 2.0  # seconds: a worker start waits no longer for an endpoint (warm_endpoint)
+MAX_DRAIN_BYTES = 4096  # after `[DONE]`, what a server may still send before its body ends
 POLL = 0.1  # seconds between checks of the stop flag while waiting for the server
 ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
 
@@ -225,8 +228,12 @@ class OpenAiChatModel:
 _CLIENTS: dict[tuple, httpx.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest client is dropped
-# As many connections as the openai SDK allowed: a worker streams many answers at once.
-LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+# As many connections as the openai SDK allowed: a worker streams many answers at once. Idle
+# ones kept for reuse are fewer than its 100: httpcore's pool polls every idle connection's
+# socket on each request and each release, which under gevent cost more CPU with 25 idle
+# connections than opening new local ones did (32 concurrent answers, issue 14); 8 keep most
+# of the reuse (no TCP and TLS handshake) at about the CPU of no reuse.
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=8)
 _TLS: list[Any] = []  # the process's one TLS context, built once (loading CAs takes a while)
 
 
@@ -235,6 +242,18 @@ def warm() -> None:
     shares, and the transport's modules (httpx imports httpcore when a client is first built).
     A worker calls it before it takes its first task (warm start, issue 14)."""
     httpx.Client(verify=_tls_context()).close()
+
+
+def warm_endpoint(credential: Mapping[str, Any]) -> None:
+    """Build the shared client of an `openAiApi` credential's endpoint, as the node would with
+    its default options, and open its first connection (TCP, and TLS for a remote endpoint:
+    most of a first model call's extra time) with a request that costs no tokens: the model
+    list every OpenAI-compatible server answers. Raises what httpx raised."""
+    base_url = str(credential.get("url") or DEFAULT_BASE_URL).rstrip("/")
+    organization = credential.get("organizationId") or None
+    settings = OpenAiSettings(base_url=base_url, organization=organization)
+    client = _shared_client(settings, str(credential.get("apiKey") or ""))
+    client.get(f"{base_url}/models", timeout=WARM_TIMEOUT)  # the answer does not matter
 
 
 def _tls_context() -> Any:
@@ -416,6 +435,7 @@ class _Pump:
     def __init__(self, client: httpx.Client, url: str, payload: bytes, spawn: Spawn):
         self.events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
+        self._answered = False  # the whole answer was read: what is left is the body's end
         self._interrupt = spawn(lambda: self._run(client, url, payload))
 
     def _run(self, client: httpx.Client, url: str, payload: bytes) -> None:
@@ -427,7 +447,8 @@ class _Pump:
                 response.read()
                 raise _StatusError(response.status_code, _error_body(response), response.headers)
             phase = "stream"
-            for data in _sse_data(response.iter_bytes()):
+            pieces = response.iter_bytes()
+            for data in _sse_data(pieces):
                 if self._stopped.is_set():
                     return
                 if data.startswith(b"[DONE]"):
@@ -436,7 +457,9 @@ class _Pump:
                 if isinstance(chunk, dict) and chunk.get("error"):
                     raise _StreamedError(chunk["error"])
                 self.events.put(("chunk", chunk))
+            self._answered = True
             self.events.put(("done", None))
+            _drain(pieces)
         except Exception as err:
             self.events.put((phase, err))
         finally:
@@ -446,10 +469,23 @@ class _Pump:
 
     def stop(self) -> None:
         self._stopped.set()
+        if self._answered:
+            return  # let it read the body's end, so its connection can serve the next call
         # A greenlet is interrupted in its socket wait at once and closes the response. A real
         # thread cannot be: it drops the stream at its next chunk or read timeout, while the
         # caller has already moved on.
         self._interrupt()
+
+
+def _drain(pieces: Any) -> None:
+    """Read the few bytes after `[DONE]` (the body's end): a response read to its end gives
+    its connection back to the client's pool, where closing it early dropped it, and every
+    model call paid a new TCP (and TLS) handshake. More than a body's end: let it go."""
+    left = MAX_DRAIN_BYTES
+    for piece in pieces:
+        left -= len(piece)
+        if left < 0:
+            return
 
 
 def _wait(seconds: float, cancel: Cancellation | None) -> None:

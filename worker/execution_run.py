@@ -4,6 +4,12 @@ run the engine with hooks that publish to the execution's channel, record the ou
 The claim is what makes delivery at most once (core/executions.py): a redelivered or duplicated
 task, or one whose execution was stopped or marked crashed meanwhile, finds the record no longer
 `new` and is dropped without running anything.
+
+The lease outlives the run: the outcome is recorded at once (what a client that got the end
+reads, and the session's turn handed on, as always), then the worker takes the lease again
+until the outbox has published the final event. A busy outbox can run seconds behind; while
+the lease is held, the api's streams know the end is still coming (api/responses.py) instead
+of calling it lost.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ MAX_RUN_DATA_BYTES = 512 * 1024  # run data beyond this keeps node metadata only
 RECORD_RETRY_SECONDS = 60.0
 # How long a waiting execution blocks for its wake-up before it looks at its session again.
 TURN_CHECK_SECONDS = 1.0
+# How long a finished execution keeps its lease waiting for the outbox to publish its final
+# event: far beyond any lag measured; an outbox stuck longer should not hold the lease forever.
+FINAL_PUBLISH_SECONDS = 120.0
 
 
 class ExecutionRunner:
@@ -165,8 +174,9 @@ class ExecutionRunner:
         self, payload: dict[str, Any], record: dict[str, Any], run: Run, claim: Claim
     ) -> None:
         """Record the outcome, count it (crashed when a reaper marked the execution lost first,
-        or when Redis never took it), then publish it. A run that waits for its chat user's
-        reply is not finished: it is saved as `waiting` (worker/waiting.py) and publishes nothing."""
+        or when Redis never took it), publish it, and release the lease once it is published.
+        A run that waits for its chat user's reply is not finished: it is saved as `waiting`
+        (worker/waiting.py) and publishes nothing."""
         if run.status == Status.WAITING:
             paused = self.conversations.pause(payload, record, run, _bounded_run_data(run.run_data))
             claim.ended(Status.WAITING if paused else Status.CRASHED)
@@ -190,10 +200,34 @@ class ExecutionRunner:
             "output": run.first_json(),
             "streamed": run.streamed,
         }
-        self.outbox.done(self.keys.execution_events(record["id"]), result)
+        held = recorded and self._hold_lease(record["id"])
+        published = self.outbox.done(self.keys.execution_events(record["id"]), result)
         if payload.get("pushRef"):
             finished = {"executionId": record["id"], "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload["pushRef"]), "executionFinished", finished)
+        if held:
+            self._release(record["id"], published)
+
+    def _hold_lease(self, execution_id: str) -> bool:
+        """Take the lease again while the final event waits in the outbox (the lease thread
+        renews it, since the execution still runs here until `run` returns)."""
+        try:
+            self.store.hold_lease(execution_id, self.lease_ms)
+            return True
+        except redis.RedisError as err:  # the stream then waits a grace period, as before
+            log.warning("execution %s: lease not held for the final event: %s", execution_id, err)
+            return False
+
+    def _release(self, execution_id: str, published: threading.Event) -> None:
+        """Drop the lease once the final event is out (or the outbox gave up on it). Should
+        Redis refuse, the lease runs out by itself (no one renews it once the run returns) and
+        a reaper clears it."""
+        if not published.wait(FINAL_PUBLISH_SECONDS):
+            log.warning("execution %s: its final event is not published yet", execution_id)
+        try:
+            self.store.drop_lease(execution_id)
+        except redis.RedisError as err:
+            log.warning("execution %s: lease not released, Redis: %s", execution_id, err)
 
     def _record_outcome(self, final: dict[str, Any]) -> bool:
         """Write the finished record. While Redis is unreachable, keep trying for a while: a

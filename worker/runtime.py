@@ -19,7 +19,7 @@ from core.redis_credentials import RedisConnections
 from core.settings import Settings
 from engine.services import Services
 from memory.window import InProcessMemory
-from worker import greenlets
+from worker import greenlets, warmup
 from worker.execution_run import ExecutionRunner
 from worker.leases import Leases
 from worker.metrics import WorkerMetrics
@@ -60,20 +60,9 @@ class WorkerRuntime:
         return self.runner.run(payload)
 
     def warm(self) -> None:
-        """Warm start (issue 14): what the first execution would otherwise load or build, done
-        before the worker takes a task: the node modules (and the model client's under them),
-        the model client's TLS context, the name resolver's thread, the Lua scripts in Redis."""
-        import socket
-
-        import engine.nodes  # noqa: F401
-        from engine import openai_chat
-
-        openai_chat.warm()
-        socket.getaddrinfo("localhost", 0)  # gevent's resolver starts its thread on first use
-        try:
-            self.store.load_scripts()
-        except redis.RedisError as err:  # loaded on first use instead
-            log.warning("Lua scripts not preloaded: %s", err)
+        """Warm start (issue 14): what the first execution would otherwise load, build or
+        connect, done before the worker takes a task (worker/warmup.py)."""
+        warmup.warm(self.store, self.services, self.runner.workflows)
 
     def start_background(self) -> None:
         """Renew leases, reap lost executions and hear stop requests, from now on."""

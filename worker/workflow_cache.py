@@ -31,6 +31,10 @@ class WorkflowCache:
         self._loaded[workflow_id] = (raw, workflow)
         return workflow
 
+    def put_ref(self, ref: dict[str, str], workflow: Workflow) -> None:
+        """File a version loaded ahead of its first task (warm start)."""
+        self._loaded[ref["id"]] = (f"digest:{ref['digest']}", workflow)
+
     def get_ref(
         self, ref: dict[str, str], read: Callable[[dict[str, str]], dict[str, Any] | None]
     ) -> Workflow:

@@ -44,7 +44,7 @@ def body(events, record) -> list[dict]:
     settings = SimpleNamespace(keepalive_seconds=0.01, queue_timeout_seconds=300)
     with Flask(__name__).test_request_context():
         response = streaming_response(Outcome(launch, Store(record), relay, settings), {})
-        text = "".join(response.response)
+        text = b"".join(response.response).decode()
     return [json.loads(line) for line in text.splitlines()]
 
 

@@ -58,3 +58,22 @@ def test_the_worker_loads_a_version_once_and_fails_clearly_when_it_is_gone(snaps
     assert len(reads) == 1
     with pytest.raises(SnapshotGone):
         WorkflowCache().get_ref({"id": ref["id"], "digest": "0" * 32}, read)
+
+
+def test_a_worker_preloads_the_active_versions_under_the_references_the_api_sends(snapshots, keys):
+    from core.executions import ExecutionStore
+    from core.workflow_store import WorkflowStore
+    from engine.workflow import load_workflow
+    from worker.warmup import preload_workflows
+
+    saved = WorkflowStore(snapshots.client, keys, load_workflow)
+    saved.save(example(REDIS_CHAT))
+    saved.activate(example(REDIS_CHAT)["id"])
+    raw, _ = saved.load(example(REDIS_CHAT)["id"])  # what the api starts it with
+    cache = WorkflowCache()
+    preload_workflows(ExecutionStore(snapshots.client, keys), cache)
+
+    def never_read(ref):
+        raise AssertionError("a preloaded version was read again")
+
+    assert cache.get_ref(snapshots.ref(raw), never_read).id == raw["id"]

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from core.credentials import CredentialStore
+from engine import openai_chat
 from engine.errors import ExecutionCanceled, NodeExecutionError, WorkflowValidationError
 from engine.nodes.lm_chat_openai import LmChatOpenAi, OpenAiChatModel
 from engine.services import Services
@@ -105,6 +106,27 @@ def test_streams_tokens_to_on_token_as_the_server_sends_them(fake):
     assert reply.content == "You said: hello there kind world" and reply.tool_calls == []
     assert received[0][0] < sent[-1][0]  # the first token was in hand before the last was sent
     assert all(got >= at for (got, _), (at, _) in zip(received, sent, strict=True))
+
+
+def test_consecutive_answers_share_one_connection(fake):
+    # Read to its end, a streamed answer gives its connection back for the next call: no new
+    # TCP (and, on a real endpoint, TLS) handshake per model call.
+    model = make_model(fake.base_url)  # each test's fake has its own port: a client of its own
+    for text in ("one", "two", "three"):
+        assert model.invoke([human(text)], []).content == f"You said: {text}"
+        wait_until_back_in_the_pool(model)
+    peers = [r["peer"] for r in fake.requests]
+    assert len(peers) == 3 and len(set(peers)) == 1, peers
+
+
+def wait_until_back_in_the_pool(model) -> None:
+    """The answer is handed over as soon as `[DONE]` arrives; the body's last bytes are read
+    (and the connection released) just after, on the pump's side."""
+    pool = openai_chat._shared_client(model.settings, KEY)._transport._pool
+    deadline = time.monotonic() + 5
+    while not any(c.is_idle() for c in pool.connections):
+        assert time.monotonic() < deadline, "the connection never went back to the pool"
+        time.sleep(0.01)
 
 
 def test_sends_the_key_model_options_and_conversation_in_openai_format(fake):

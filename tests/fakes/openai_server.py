@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible server for tests: `POST /v1/chat/completions`, streamed or not.
+"""A fake OpenAI-compatible server for tests: `POST /v1/chat/completions`, streamed or not, and
+`GET /v1/models`.
 
 It plays the mock model's part (DESIGN section 7) over the real wire format, so the OpenAI Chat
 Model node can be tested end to end without a network:
@@ -103,10 +104,11 @@ class FakeOpenAI(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 
-    def record(self, path: str, headers: dict[str, str], body: Any) -> str | None:
-        """Keep the request; answer which failure (if any) it gets."""
+    def record(self, path: str, headers: dict[str, str], body: Any, peer: Any = None) -> str | None:
+        """Keep the request (and the client's address: one per connection); answer which
+        failure (if any) it gets."""
         with self._lock:
-            self.requests.append({"path": path, "headers": headers, "body": body})
+            self.requests.append({"path": path, "headers": headers, "body": body, "peer": peer})
             first_n = self.fail_count is None or len(self.requests) <= self.fail_count
             return self.fail if first_n else None
 
@@ -119,14 +121,28 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked bodies, so a dropped stream is detectably incomplete
     server: FakeOpenAI
 
+    def setup(self) -> None:
+        # As real servers (uvicorn, Go's net/http, nginx) do: without it, a small write that
+        # follows another on a reused connection waits for the client's delayed ACK (40 ms).
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: the default prints every request line to stderr."""
+
+    def do_GET(self) -> None:
+        """The model list, which a worker asks for when it starts (warm start); not recorded."""
+        if self.path.rstrip("/") != "/v1/models":
+            return self._json(404, {"detail": "Not Found"})
+        return self._json(
+            200, {"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model"}]}
+        )
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         headers = {k.lower(): v for k, v in self.headers.items()}
-        fail = self.server.record(self.path, headers, body)
+        fail = self.server.record(self.path, headers, body, self.client_address)
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._json(404, {"detail": "Not Found"})
         if fail == "hang":

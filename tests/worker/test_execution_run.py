@@ -54,6 +54,20 @@ class RecordingOutbox:
         return True
 
 
+class LaggingOutbox(RecordingOutbox):
+    """Takes the final event and publishes it only once `published` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued = threading.Event()
+        self.published = threading.Event()
+
+    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
+        super().done(channel, result)
+        self.queued.set()
+        return self.published
+
+
 class Engine:
     """The real engine, noting each run. An execution listed in `hold` waits at its start until
     released; one in `until_stopped` runs until its cancel event is set (a model that would
@@ -196,6 +210,27 @@ def test_the_second_message_of_a_session_waits_until_the_first_has_finished(runn
     assert result["output"] == {"output": "Your name is Ada."}  # it saw the first turn
 
 
+def test_a_finished_execution_keeps_its_lease_until_its_final_event_is_published(
+    settings, store, stops, engine
+):
+    services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
+    outbox = LaggingOutbox()
+    runner = ExecutionRunner(settings, store, outbox, services, stops, engine=engine)
+    payload = launch(store, "hello")
+    execution_id = payload["record"]["id"]
+    thread, outcome = in_thread(runner, payload)
+    assert outbox.queued.wait(WAIT)
+    assert store.get(execution_id)["status"] == Status.SUCCESS  # recorded at once...
+    assert store.client.zscore(store.keys.running(), execution_id) is not None  # ...leased
+    assert stops.running() == [execution_id]  # so the lease thread keeps renewing it
+    queue = store.session_queue(payload["record"])
+    assert store.client.lrange(queue, 0, -1) == []  # its session's next message may start
+    outbox.published.set()
+    thread.join(WAIT)
+    assert outcome == ["success"]
+    assert store.client.zscore(store.keys.running(), execution_id) is None
+
+
 def test_an_execution_over_its_time_limit_fails_as_timed_out(redis_url, store, stops, engine):
     settings = Settings(redis_url=redis_url, execution_timeout_seconds=0.1)
     services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
@@ -286,3 +321,13 @@ def test_a_snapshot_that_no_longer_loads_fails_its_record_instead_of_leaving_it_
     assert record["status"] == Status.ERROR
     assert record["error"] == 'The execution could not run: Node "X": unknown node type "gone.node"'
     assert store.client.zscore(store.keys.running(), payload["record"]["id"]) is None
+
+
+def test_an_answer_holding_a_lone_surrogate_does_not_hold_up_its_sessions_next_message(runner):
+    # Redis' Lua JSON decoder refuses lone surrogates: a finished record holding one (the run
+    # data echoes the message) must never need decoding by a script again, so its session's
+    # line is left at the outcome, not after its final event is published.
+    first = launch(runner.store, "\ud800 hi", session="s-surrogate")
+    assert runner.run(first) == "success"
+    second = launch(runner.store, "hello", session="s-surrogate")
+    assert runner.run(second) == "success"

@@ -95,6 +95,20 @@ def test_a_running_execution_whose_lease_ran_out_is_reaped_as_lost(worker):
     assert worker.lease(lost) is None
 
 
+def test_a_finished_execution_whose_worker_was_lost_before_releasing_its_lease_loses_the_lease(
+    worker,
+):
+    # Recorded, then lost with the final event still in its outbox: the record stays as it is,
+    # and the expired lease does not linger (the reaper takes a hundred at a time).
+    done = worker.running(lease_deadline_ms=now_ms() - 1)
+    finished = {**worker.store.get(done), "status": Status.SUCCESS}
+    assert worker.store.transition(finished, {Status.RUNNING}, lease_ms=5000)
+    worker.store.client.zadd(worker.store.keys.running(), {done: now_ms() - 1})
+    worker.leases.tick()
+    assert worker.status(done) == Status.SUCCESS
+    assert worker.lease(done) is None
+
+
 def test_an_execution_running_here_has_its_lease_renewed_and_is_not_reaped(worker):
     mine = worker.running(lease_deadline_ms=now_ms() - 1)  # as late as the lost one
     worker.stops.add(mine)
