@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import signal
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 import pytest
@@ -29,7 +27,7 @@ from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_fra
 from tests.chat.conversation import reply as send_reply
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
-from tests.scale.servers import valkey_cluster
+from tests.scale.servers import kill_worker_mid_stream, valkey_cluster
 from tests.waiting import wait_until
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
@@ -208,23 +206,7 @@ def test_a_worker_killed_mid_stream_ends_the_stream_and_its_session_goes_on(on_c
     the lost one held, is answered."""
     deploy = on_cluster
     workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
-    queue = f"{deploy.keys.prefix}qv"
-    victim = deploy.start_worker(queue=queue)
-    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
-    killed_at: list[float] = []
-
-    def on_chunk(chunk):
-        if chunk["type"] == "item" and not killed_at:
-            victim.proc.send_signal(signal.SIGKILL)
-            killed_at.append(time.monotonic())
-
-    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", "cl-kill", on_chunk=on_chunk)
-    assert killed_at, "the stream never started"
-    assert reply.chunks[-1]["type"] == "error"
-    assert "worker" in reply.chunks[-1]["content"].lower()
-    assert reply.ended_at - killed_at[0] < LOST_WORKER_BOUND
-    record = deploy.execution(reply.headers["x-execution-id"])
-    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
+    kill_worker_mid_stream(deploy, workflow, "cl-kill", LOST_WORKER_BOUND)
     after = stream_chat(chat_url(deploy.api_a, workflow), "What is 2 * 3?", "cl-kill")
     assert after.text() == "Based on the tools: Calculator returned 6."
 

@@ -6,14 +6,11 @@ bound, and no broker data lands in Redis."""
 
 from __future__ import annotations
 
-import signal
-import time
-
 import pytest
 
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
-from tests.scale.servers import rabbitmq
+from tests.scale.servers import kill_worker_mid_stream, rabbitmq
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 LEASE_SECONDS = 2
@@ -75,23 +72,7 @@ def test_redis_memory_follows_the_conversation_across_workers_over_rabbitmq(on_r
 def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_line(on_rabbitmq):
     deploy = on_rabbitmq
     workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
-    queue = f"{deploy.keys.prefix}qv"
-    victim = deploy.start_worker(queue=queue)
-    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
-    killed_at: list[float] = []
-
-    def on_chunk(chunk):
-        if chunk["type"] == "item" and not killed_at:
-            victim.proc.send_signal(signal.SIGKILL)
-            killed_at.append(time.monotonic())
-
-    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", "rmq-kill", on_chunk=on_chunk)
-    assert killed_at, "the stream never started"
-    assert reply.chunks[-1]["type"] == "error"
-    assert "worker" in reply.chunks[-1]["content"].lower()
-    assert reply.ended_at - killed_at[0] < LOST_WORKER_BOUND
-    record = deploy.execution(reply.headers["x-execution-id"])
-    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
+    kill_worker_mid_stream(deploy, workflow, "rmq-kill", LOST_WORKER_BOUND)
 
 
 def test_no_broker_data_lands_in_redis(on_rabbitmq):
