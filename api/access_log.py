@@ -38,10 +38,11 @@ def _finish(response: Response) -> Response:
     method, path = request.method, request.path  # request.path has no query string
     execution_id = response.headers.get("X-Execution-Id") or None
     token = set_execution(execution_id) if execution_id else None
+    status = response.status_code  # not the response: a stream lets go of its parts (issue 14)
 
     def write() -> None:
         try:
-            _write(method, path, response.status_code, started, execution_id)
+            _write(method, path, status, started, execution_id)
         finally:
             if token is not None:
                 reset_execution(token)

@@ -7,12 +7,27 @@ import resource
 import shutil
 import tempfile
 
+from gunicorn.glogging import Logger
+
+from core import heap
 from core.logs import dict_config
 from core.settings import Settings
 
 # gunicorn's own lines and the app's, through one handler in MINI_N8N_LOG_FORMAT, at
 # MINI_N8N_LOG_LEVEL (core/logs.py). Set up in the master; the forked workers inherit it.
 logconfig_dict = dict_config(Settings.from_env().log_format)
+
+
+class _Logger(Logger):
+    """gunicorn's logger without its access line: the api writes its own (api/access_log.py).
+    A logconfig turns gunicorn's on, and the logger level alone only hides it: every request
+    would still build its fields from the environ and both header lists. Off, the environ is
+    no longer read once the app returned (api/responses.py lets a stream's go)."""
+
+    access_log_enabled = False
+
+
+logger_class = _Logger
 
 # The metrics directory this api made at its start (None until then): removed at its end.
 _metrics_dir: str | None = None
@@ -73,3 +88,5 @@ def post_worker_init(worker) -> None:
         chat_socket.end_all("the api is restarting")
 
     gevent.spawn(watch)
+    # Freed memory of a burst of stream starts goes back to the system (core/heap.py).
+    gevent.spawn(heap.trim_forever, gevent.sleep)

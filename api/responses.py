@@ -194,19 +194,26 @@ class _NdjsonResponse(Response):
     def get_app_iter(self, environ):
         if environ["REQUEST_METHOD"] == "HEAD":
             return super().get_app_iter(environ)
-        return _Body(self)
+        return _Body(self, environ)
 
 
 class _Body:
     """What the server iterates (the body generator, which yields bytes) and closes (the
     response: the generator's cleanup, then its call_on_close callbacks, the access log)."""
 
-    __slots__ = ("_response",)
+    __slots__ = ("_response", "_environ")
 
-    def __init__(self, response: Response):
+    def __init__(self, response: Response, environ: dict):
         self._response = response
+        self._environ = environ
 
     def __iter__(self):
+        # The server iterates once it sent the status and headers: from here on only the body
+        # generator is read. The request's environ and the response's headers would stay for
+        # the whole stream (about 1.5 KB per open stream; PEP 3333 lets the application change
+        # the environ as it likes, and the api's server no longer reads it: api/gunicorn_conf.py).
+        self._environ.clear()
+        self._response.headers.clear()
         return iter(self._response.response)
 
     def close(self) -> None:

@@ -1,0 +1,49 @@
+"""Handing freed heap memory back to the system (issue 14).
+
+glibc's malloc keeps what a process frees, for reuse, and returns only the top of its heap on
+its own. When thousands of chat streams open at once, the short-lived allocations of their
+starts (request bodies, parsed headers, Redis replies, Celery messages) are freed between the
+long-lived ones of the streams they opened, and those pages stay resident: at 10,000 open
+streams on one api process they were 2.2 KiB per stream (27.3 KiB per stream before
+`malloc_trim`, 25.1 after; the call took 2.1 ms on that 330 MB heap). So the api calls it on a
+timer. Where the C library has no `malloc_trim` (musl, macOS) there is nothing to call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("mini_n8n.heap")
+
+# Often enough that a burst's leftovers do not stay long; rare enough to cost nothing (a few
+# milliseconds every TRIM_SECONDS, measured on a heap of 330 MB).
+TRIM_SECONDS = 10.0
+
+
+def trimmer() -> Callable[[], None] | None:
+    """A call that returns the heap's free pages to the system, or None on a C library
+    without `malloc_trim`."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim  # the process's own C library
+    except (AttributeError, OSError):
+        return None
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+
+    def trim() -> None:
+        malloc_trim(0)  # 0: keep no padding at the top of the heap
+
+    return trim
+
+
+def trim_forever(sleep: Callable[[float], object], seconds: float = TRIM_SECONDS) -> None:
+    """Trim every `seconds` until the process ends (run it in a greenlet of its own)."""
+    trim = trimmer()
+    if trim is None:
+        log.debug("no malloc_trim in this C library: freed memory stays with the allocator")
+        return
+    while True:
+        sleep(seconds)
+        trim()
