@@ -77,6 +77,11 @@ def post_worker_init(worker) -> None:
     # Warm start (issue 14): the app was loaded with the node modules (api/wsgi.py); its shared
     # clients are opened now, before the first request.
     worker.wsgi.extensions["mini_n8n"].warm_start()
+    # Once the app returned, this server reads no environ (its access line is off, _Logger):
+    # an open stream lets go of its own (api/responses.py).
+    from api.responses import RELEASE_ENVIRON  # loaded with the app, after prometheus's setup
+
+    worker.wsgi.config[RELEASE_ENVIRON] = True
 
     def watch() -> None:
         while worker.alive:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis
-from flask import Response, jsonify, request
+from flask import Response, current_app, jsonify, request
 
 from api import metrics
 from api.launcher import Launch
@@ -36,6 +36,9 @@ log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
 KEEPALIVE = '{"type":"keepalive"}\n'
+# Set in the app's config where the server reads no environ once the app returned (gunicorn as
+# api/gunicorn_conf.py runs it): an open stream may then let go of its own (see _Body).
+RELEASE_ENVIRON = "MINI_N8N_RELEASE_ENVIRON"
 # How long to wait for an execution's last events once its record says it ended and no worker
 # holds its lease any more. A worker writes the record just before it hands the last events to
 # its outbox and keeps the lease until they are published (with thousands of executions on one
@@ -183,7 +186,11 @@ def streaming_response(
     # The server keeps the WSGI environ while the answer streams, and werkzeug filed the
     # request in it (headers, parsed body): nothing of it is read from here on (issue 14).
     request.environ.pop("werkzeug.request", None)
-    return _NdjsonResponse(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
+    response = _NdjsonResponse(
+        body, status=200, mimetype=None, content_type=NDJSON, headers=headers
+    )
+    response.release_environ = bool(current_app.config.get(RELEASE_ENVIRON))
+    return response
 
 
 class _NdjsonResponse(Response):
@@ -191,10 +198,12 @@ class _NdjsonResponse(Response):
     iterator puts two more levels in between (an encoder and a closing iterator), each one
     more C stack frame that every open stream's greenlet keeps a copy of (issue 14)."""
 
+    release_environ = False
+
     def get_app_iter(self, environ):
         if environ["REQUEST_METHOD"] == "HEAD":
             return super().get_app_iter(environ)
-        return _Body(self, environ)
+        return _Body(self, environ if self.release_environ else None)
 
 
 class _Body:
@@ -203,16 +212,17 @@ class _Body:
 
     __slots__ = ("_response", "_environ")
 
-    def __init__(self, response: Response, environ: dict):
+    def __init__(self, response: Response, environ: dict | None):
         self._response = response
         self._environ = environ
 
     def __iter__(self):
         # The server iterates once it sent the status and headers: from here on only the body
         # generator is read. The request's environ and the response's headers would stay for
-        # the whole stream (1.3 KiB per open stream at 10,000; PEP 3333 lets the application change
-        # the environ as it likes, and the api's server no longer reads it: api/gunicorn_conf.py).
-        self._environ.clear()
+        # the whole stream (1.3 KiB per open stream at 10,000). PEP 3333 lets the application
+        # change the environ as it likes; it is emptied only where the server reads it no more.
+        if self._environ is not None:
+            self._environ.clear()
         self._response.headers.clear()
         return iter(self._response.response)
 

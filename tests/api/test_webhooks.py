@@ -10,8 +10,10 @@ import uuid
 
 import pytest
 import redis
+from werkzeug.test import EnvironBuilder
 
 from api.app import create_app
+from api.responses import RELEASE_ENVIRON
 from core.keys import Keys
 from core.settings import Settings
 from core.workflow_store import WorkflowStore
@@ -105,6 +107,32 @@ def test_streaming_answers_ndjson_with_anti_buffering_headers_and_the_execution_
     chunks = [json.loads(line) for line in response.data.decode().splitlines()]
     chunks = [c for c in chunks if c["type"] != "keepalive"]
     assert chunks[0]["type"] == "begin" and chunks[-1]["type"] == "end"
+    text = "".join(c["content"] for c in chunks if c["type"] == "item")
+    assert text == "Based on the tools: Calculator returned 437."
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_an_open_stream_empties_its_environ_only_where_the_server_allows(api, release):
+    """api/gunicorn_conf.py sets the flag: that server reads no environ once the app returned,
+    and an open stream would keep it for its whole length (issue 14)."""
+    test_client, _, _ = api
+    app = test_client.application
+    environ = EnvironBuilder(
+        path="/webhook/chat-streaming",
+        method="POST",
+        json={"sessionId": f"env-{release}", "chatInput": "What is 19 * 23?"},
+    ).get_environ()
+    app.config[RELEASE_ENVIRON] = release
+    try:
+        body = app(environ, lambda status, headers, exc_info=None: None)
+        lines = iter(body)
+        first = next(lines)
+        assert (environ == {}) is release
+        data = first + b"".join(lines)
+        body.close()
+    finally:
+        app.config.pop(RELEASE_ENVIRON)
+    chunks = [json.loads(line) for line in data.decode().splitlines()]
     text = "".join(c["content"] for c in chunks if c["type"] == "item")
     assert text == "Based on the tools: Calculator returned 437."
 
