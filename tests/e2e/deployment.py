@@ -23,6 +23,7 @@ from core.redis_clients import connect
 from core.workflow_store import WorkflowStore
 from engine.workflow import load_workflow
 from mini_n8n.redis_server import free_port
+from tests.e2e.client import ChatReply, stream_chat
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,6 +154,18 @@ class Deployment:
         self.workflows.save(workflow)
         self.workflows.activate(workflow["id"])
         return workflow
+
+    def converse(self, workflow: dict, session: str) -> tuple[list[ChatReply], list[int]]:
+        """A routed pair's three-turn conversation (6 * 7, my name is Ada, what is my name?)
+        through api_a, api_b, api_a: the replies, and the pid of the worker of each."""
+        route = [self.api_a, self.api_b, self.api_a]
+        messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
+        replies = [
+            stream_chat(chat_url(base, workflow), message, session)
+            for base, message in zip(route, messages, strict=True)
+        ]
+        pids = [self.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+        return replies, pids
 
     def execution(self, execution_id: str) -> dict | None:
         raw = self.redis.get(self.keys.execution(execution_id))

@@ -29,20 +29,9 @@ def two_workers(redis_url):
         yield deploy
 
 
-def converse(deploy, workflow, session):
-    route = [deploy.api_a, deploy.api_b, deploy.api_a]
-    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
-    replies = [
-        stream_chat(chat_url(base, workflow), message, session)
-        for base, message in zip(route, messages, strict=True)
-    ]
-    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
-    return replies, pids
-
-
 def test_redis_memory_remembers_across_workers(two_workers):
     workflow = two_workers.activate(fresh_ids(example(REDIS_CHAT)))
-    replies, pids = converse(two_workers, workflow, "ada-redis")
+    replies, pids = two_workers.converse(workflow, "ada-redis")
     assert pids == [two_workers.worker_a.pid, two_workers.worker_b.pid, two_workers.worker_a.pid]
     assert replies[0].text() == "Based on the tools: Calculator returned 42."
     assert replies[1].text() == "Nice to meet you, Ada!"
@@ -51,7 +40,7 @@ def test_redis_memory_remembers_across_workers(two_workers):
 
 def test_simple_memory_forgets_across_workers(two_workers):
     workflow = two_workers.activate(fresh_ids(example(SIMPLE_CHAT)))
-    replies, pids = converse(two_workers, workflow, "ada-simple")
+    replies, pids = two_workers.converse(workflow, "ada-simple")
     assert pids == [two_workers.worker_a.pid, two_workers.worker_b.pid, two_workers.worker_a.pid]
     # Worker A never saw "my name is Ada": it went to worker B's process memory.
     assert replies[2].text() == "I don't know your name yet."

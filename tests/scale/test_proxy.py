@@ -5,7 +5,6 @@ client held by another process."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import threading
 
@@ -25,7 +24,7 @@ from tests.chat.conversation import (
 )
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
-from tests.scale.servers import nginx
+from tests.scale.servers import nginx, two_hundred_exact_streams
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 API_KEY = "proxy-test-key"
@@ -62,15 +61,7 @@ def test_two_hundred_concurrent_streams_through_nginx_complete_exactly(proxied):
     workflow = proxied.activate(fresh_ids(example(REDIS_CHAT)))
     url = chat_url(proxied.base, workflow)
 
-    def one(i: int):
-        return stream_chat(url, f"What is {i} * 3?", f"px-many-{i}", timeout=120)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
-        replies = list(pool.map(one, range(200)))
-    for i, reply in enumerate(replies):
-        assert reply.status == 200, reply.chunks
-        assert reply.types() == ["begin", *["item"] * 7, "end"], reply.chunks
-        assert reply.text() == f"Based on the tools: Calculator returned {i * 3}."
+    replies = two_hundred_exact_streams(lambda i: url, "px-many-")
     servers = {served_by(r.headers) for r in replies}
     assert servers == {proxied.api_a, proxied.api_b}
 

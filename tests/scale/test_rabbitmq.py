@@ -53,13 +53,7 @@ def test_the_437_answer_streams_token_by_token_over_rabbitmq(on_rabbitmq):
 def test_redis_memory_follows_the_conversation_across_workers_over_rabbitmq(on_rabbitmq):
     deploy = on_rabbitmq
     workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
-    route = [deploy.api_a, deploy.api_b, deploy.api_a]
-    messages = ["What is 6 * 7?", "my name is Ada", "What is my name?"]
-    replies = [
-        stream_chat(chat_url(base, workflow), message, "rmq-ada")
-        for base, message in zip(route, messages, strict=True)
-    ]
-    pids = [deploy.execution(r.headers["x-execution-id"])["worker"]["pid"] for r in replies]
+    replies, pids = deploy.converse(workflow, "rmq-ada")
     assert pids == [deploy.worker_a.pid, deploy.worker_b.pid, deploy.worker_a.pid]
     assert [r.text() for r in replies] == [
         "Based on the tools: Calculator returned 42.",
