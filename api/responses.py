@@ -186,11 +186,7 @@ def streaming_response(
     # The server keeps the WSGI environ while the answer streams, and werkzeug filed the
     # request in it (headers, parsed body): nothing of it is read from here on (issue 14).
     request.environ.pop("werkzeug.request", None)
-    response = _NdjsonResponse(
-        body, status=200, mimetype=None, content_type=NDJSON, headers=headers
-    )
-    response.release_environ = bool(current_app.config.get(RELEASE_ENVIRON))
-    return response
+    return _NdjsonResponse(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
 
 
 class _NdjsonResponse(Response):
@@ -198,12 +194,11 @@ class _NdjsonResponse(Response):
     iterator puts two more levels in between (an encoder and a closing iterator), each one
     more C stack frame that every open stream's greenlet keeps a copy of (issue 14)."""
 
-    release_environ = False
-
     def get_app_iter(self, environ):
         if environ["REQUEST_METHOD"] == "HEAD":
             return super().get_app_iter(environ)
-        return _Body(self, environ if self.release_environ else None)
+        release = current_app.config.get(RELEASE_ENVIRON, False)  # called in the app's context
+        return _Body(self, environ if release else None)
 
 
 class _Body:
