@@ -35,8 +35,9 @@ from api.cors import origin_allowed
 from api.relay import RelayError, Stream
 from api.runtime import runtime
 from core.events import Kind
-from core.executions import FINISHED, Status
+from core.execution_record import ExecutionRecord, Status
 from core.jsontext import dumps
+from core.results import FinalResult
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
@@ -47,9 +48,11 @@ HEARTBEAT = "n8n|heartbeat"
 HEARTBEAT_ACKS = ("n8n|heartbeat-ack", '{"type":"heartbeat-ack"}')
 CONTINUE = "n8n|continue"
 CLIENT_GONE = "the chat client went away"
-ALREADY_OPEN = "This conversation is already open in another window."
+ALREADY_OPEN = "This conversation was opened in another window."
+HANDOVER_SECONDS = 5.0
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
+CLOSE_NORMAL = 1000
 
 _open: set[ChatConnection] = set()
 _open_lock = threading.Lock()
@@ -89,6 +92,7 @@ class ChatConnection:
         self.waits = WaitingStore(rt.executions)
         self.next_n = 0  # index of the next message this client has not been written
         self.closed = threading.Event()
+        self.released = threading.Event()  # its subscription is given up
         self._send_lock = threading.Lock()
         self._stream: Stream | None = None
 
@@ -100,14 +104,9 @@ class ChatConnection:
             self.send(error_frame(str(err)))
             return
         try:
-            stream = self.rt.relay().subscribe(
-                self.rt.keys.execution_events(self.execution_id), ordered=False
-            )
+            stream = self._subscribe()
         except RelayError as err:
-            # One subscription per channel and api process: a second socket for the same
-            # execution on this process (another tab) is refused.
-            already = "already" in str(err)
-            self.send(error_frame(ALREADY_OPEN if already else f"The chat is unavailable: {err}"))
+            self.send(error_frame(f"The chat is unavailable: {err}"))
             return
         self._stream = stream
         record = self._record() or record  # as it stands now that nothing can be missed
@@ -116,7 +115,7 @@ class ChatConnection:
         try:
             self.next_n = self.waits.delivered(self.execution_id)
             written = self._write_pending()
-            if record["status"] in FINISHED:
+            if record.finished:
                 # Late, it still gets what was sent; with nothing left, it is told it is over.
                 if written:
                     self._end(record)
@@ -130,23 +129,41 @@ class ChatConnection:
                 _open.discard(self)
             self.closed.set()
             self.rt.relay().unsubscribe(stream)
+            self.released.set()
 
-    def close(self, reason: str) -> None:
+    def _subscribe(self) -> Stream:
+        """The execution's events, confirmed. One subscription per channel and api process: a
+        socket already open here for this execution (the widget reconnects after each message
+        it POSTs, or another tab) hands over to this one, the newest."""
+        channel = self.rt.keys.execution_events(self.execution_id)
+        try:
+            return self.rt.relay().subscribe(channel, ordered=False)
+        except RelayError as err:
+            if "already" not in str(err):
+                raise
+        with _open_lock:
+            older = [c for c in _open if c.execution_id == self.execution_id]
+        for connection in older:
+            connection.close(ALREADY_OPEN, CLOSE_NORMAL)
+            connection.released.wait(HANDOVER_SECONDS)
+        return self.rt.relay().subscribe(channel, ordered=False)
+
+    def close(self, reason: str, code: int = CLOSE_RESTART) -> None:
         with self._send_lock:
             self.closed.set()
             with contextlib.suppress(Exception):  # already closed
-                self.ws.close(reason=CLOSE_RESTART, message=reason[:100])
+                self.ws.close(reason=code, message=reason[:100])
         if self._stream is not None:
             self._stream.fail(reason)
 
-    def _check_origin(self, record: dict[str, Any]) -> None:
+    def _check_origin(self, record: ExecutionRecord) -> None:
         """Browsers apply no CORS to WebSockets: the Chat Trigger's allowedOrigins are checked
         here, as for its POST (api/cors.py; the api's own origin, the hosted page, always)."""
         origin = request.headers.get("Origin")
         if origin is None:
             return
         try:
-            _, workflow = self.rt.workflows.load(record.get("workflowId", ""))
+            _, workflow = self.rt.workflows.load(record.workflow_id)
         except WorkflowNotFound:
             raise ReplyRefused("The workflow of this execution is gone.") from None
         allowed = [
@@ -158,7 +175,7 @@ class ChatConnection:
         if not origin_allowed(origin, allowed, request):
             raise ReplyRefused(f"Origin {origin} is not allowed")
 
-    def _record(self) -> dict[str, Any] | None:
+    def _record(self) -> ExecutionRecord | None:
         if not self.execution_id or len(self.execution_id) > 64:
             return None
         return self.rt.executions.get(self.execution_id)
@@ -172,10 +189,8 @@ class ChatConnection:
                 self.send(HEARTBEAT)
                 # As the relay does for streams: a lost worker or a reply no worker took in
                 # time ends the execution (crashed) and, so, this socket.
-                record = self.rt.executions.mark_crashed_if_lost(
-                    self.execution_id, self.rt.settings.queue_timeout_seconds
-                )
-                if record is None or record["status"] in FINISHED:
+                record = self.rt.liveness.check(self.execution_id)
+                if record is None or record.finished:
                     self._write_pending()
                     self._end(record)
                     return
@@ -183,7 +198,7 @@ class ChatConnection:
                 self._message(event.body)
             elif event.kind == Kind.DONE:
                 self._write_pending()
-                self._end(self._record() or {"status": Status.ERROR, **event.body})
+                self._end(self._record(), FinalResult.from_json(event.body))
                 return
             elif event.kind == Kind.BROKEN:
                 if not self.closed.is_set():
@@ -212,13 +227,15 @@ class ChatConnection:
         self.next_n = int(message["n"]) + 1
         self.waits.mark_delivered(self.execution_id, self.next_n)
 
-    def _end(self, record: dict[str, Any] | None) -> None:
+    def _end(self, record: ExecutionRecord | None, result: FinalResult | None = None) -> None:
         """The execution ended: say why if it did not succeed; the socket then closes."""
-        if record is None:
+        status, error = (record.status, record.error) if record else (None, None)
+        if result is not None and (record is None or not record.finished):
+            status, error = result.status, result.error
+        if status is None:
             self.send(error_frame("The execution is gone."))
-        elif record["status"] != Status.SUCCESS:
-            reason = record.get("error") or f"The execution ended ({record['status']})."
-            self.send(error_frame(str(reason)))
+        elif status != Status.SUCCESS:
+            self.send(error_frame(error or f"The execution ended ({status})."))
 
     def send(self, frame: str) -> None:
         if self.closed.is_set():

@@ -1,12 +1,16 @@
 """Conversations inside one execution, on the api's side (responseNodes mode): starting one (the
-POST answers at once with the execution id) and delivering the user's reply to the execution
-that waits for it (from the chat WebSocket, or from a POST of the same session).
+POST answers at once with the execution id) and handing the user's messages to it.
 
-A reply moves the record `waiting -> new` by compare-and-set (core/waiting.py), so exactly one
-reply resumes a wait, and is enqueued like any execution: whichever worker takes it continues
-from the state in Redis. The session's order holds: a waiting execution keeps the head of its
-session's line, and a message POSTed to that session while it waits is its reply, never a new
-execution that would run beside it.
+A session has at most one unfinished responseNodes execution, and every message of the session
+goes to it while it is unfinished, in order (core/executions.py `reply`):
+- it waits for a reply: the message resumes it (`waiting -> new`, compare-and-set, so exactly
+  one message resumes one wait), and is enqueued like any execution: whichever worker takes it
+  continues from the state in Redis;
+- it is new or running: the message is queued as its next reply, which its next Chat node takes
+  when it waits. Two quick messages (`hello`, then at once `Ada`) are one conversation, never
+  two executions where the first waits for a reply the second holds.
+Only a message that finds no unfinished execution in its session starts a new one. It makes no
+difference whether a message comes by POST or over the chat WebSocket.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 from flask import Response, jsonify
 
 from api.launcher import LaunchError
-from core.executions import FINISHED, Status
+from core.execution_record import ExecutionRecord
+from core.executions import Reply
 from core.waiting import WaitingStore
 
 
@@ -26,10 +31,13 @@ class ReplyRefused(Exception):
 
 def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Response:
     """The POST of a Chat Trigger in responseNodes mode."""
-    # If it stopped waiting meanwhile (expired, stopped, another reply won), a new one starts.
-    resumed = reply_to_waiting(rt, workflow.id, session_id, items[0]["json"])
-    if resumed is not None:
-        return _started(resumed, headers)
+    current = unfinished_in_session(rt, workflow.id, session_id)
+    if current is not None:
+        try:
+            deliver(rt, current, session_id, items[0]["json"])
+            return _started(current.id, headers)
+        except ReplyRefused:
+            pass  # it finished meanwhile: the message starts the next one
     launched = rt.launcher.start(
         raw,
         workflow,
@@ -42,54 +50,39 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
     return _started(launched.execution_id, headers)
 
 
-def reply_to_waiting(rt, workflow_id: str, session_id: str, body: dict[str, Any]) -> str | None:
-    """If an execution of the session waits for a reply, deliver `body` as that reply and
-    return its id; None when none waits (or it stopped waiting meanwhile)."""
-    waiting_id = waiting_in_session(rt, workflow_id, session_id)
-    if waiting_id is None:
-        return None
-    try:
-        deliver_reply(rt, waiting_id, session_id, body)
-    except ReplyRefused:
-        return None
-    return waiting_id
-
-
 def _started(execution_id: str, headers: dict[str, str]) -> Response:
     response = jsonify({"executionStarted": True, "executionId": execution_id})
     response.headers.update({**headers, "X-Execution-Id": execution_id})
     return response
 
 
-def waiting_in_session(rt, workflow_id: str, session_id: str | None) -> str | None:
-    """The execution at the head of the session's line, if it waits for a reply."""
+def unfinished_in_session(rt, workflow_id: str, session_id: str | None) -> ExecutionRecord | None:
+    """The session's unfinished responseNodes execution, if it has one."""
     if not session_id:
         return None
-    head = rt.redis.lindex(rt.keys.session_queue(workflow_id, session_id), 0)
-    if head is None:
-        return None
-    record = rt.executions.get(head)
-    return head if record is not None and record["status"] == Status.WAITING else None
+    ids = rt.redis.lrange(rt.keys.session_queue(workflow_id, session_id), 0, -1)
+    for execution_id in ids:
+        record = rt.executions.get(execution_id)
+        if record is not None and not record.finished and record.response_mode == "responseNodes":
+            return record
+    return None
 
 
-def check_execution(record: dict[str, Any] | None, session_id: str) -> dict[str, Any]:
+def check_execution(record: ExecutionRecord | None, session_id: str) -> ExecutionRecord:
     """The record, if this chat session may talk to it (an id of another session reads as
     unknown, so ids of other people's chats reveal nothing)."""
-    if record is None or record.get("sessionId") != session_id:
+    if record is None or record.session_id != session_id:
         raise ReplyRefused("There is no such execution in this chat session.")
     return record
 
 
 def deliver_reply(rt, execution_id: str, session_id: str, body: dict[str, Any]) -> None:
-    """Resume the waiting execution with the user's reply; ReplyRefused if it is not waiting."""
-    record = check_execution(rt.executions.get(execution_id), session_id)
-    if record["status"] != Status.WAITING:
-        raise ReplyRefused(not_waiting(record))
-    waits = WaitingStore(rt.executions)
-    saved = waits.resume_state(execution_id)
-    queued = waits.claim_reply(execution_id) if saved is not None else None
-    if saved is None or queued is None:
-        raise ReplyRefused(not_waiting(rt.executions.get(execution_id) or record))
+    """Hand the user's message to the execution (the chat socket's path); ReplyRefused if it
+    has finished."""
+    deliver(rt, check_execution(rt.executions.get(execution_id), session_id), session_id, body)
+
+
+def deliver(rt, record: ExecutionRecord, session_id: str, body: dict[str, Any]) -> None:
     reply = {
         "json": {
             "action": "sendMessage",
@@ -98,14 +91,22 @@ def deliver_reply(rt, execution_id: str, session_id: str, body: dict[str, Any]) 
             "files": body.get("files") or [],
         }
     }
+    outcome, queued = rt.executions.reply(record, reply)
+    if outcome == Reply.QUEUED:
+        return
+    if outcome == Reply.ENDED or queued is None:
+        raise ReplyRefused(not_waiting(rt.executions.get(record.id) or record))
+    saved = WaitingStore(rt.executions).resume_state(record.id)
+    if saved is None:
+        rt.executions.fail_start(queued, "The state of this waiting execution is gone.")
+        raise ReplyRefused("This conversation's state is gone (it expired); start a new one.")
     try:
-        rt.launcher.resume(queued, saved["source"], reply, push_ref=saved.get("pushRef"))
+        rt.launcher.resume(queued, saved, reply)
     except LaunchError as err:
         raise ReplyRefused(str(err)) from None
 
 
-def not_waiting(record: dict[str, Any]) -> str:
-    status = record["status"]
-    if status in FINISHED:
-        return f"This execution has already finished ({status}); it takes no more replies."
+def not_waiting(record: ExecutionRecord) -> str:
+    if record.finished:
+        return f"This execution has already finished ({record.status}); it takes no more replies."
     return "This execution is not waiting for a reply right now."

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 from api.relay import Relay, Stream
 from api.task_sender import TaskSender
 from core.clock import now_ms
-from core.executions import ExecutionStore, Status
+from core.execution_record import ExecutionRecord
+from core.executions import ExecutionStore
 from core.keys import Keys
 from core.settings import Settings
+from core.task import TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
 from worker.celery_app import TASK_NAME
@@ -67,64 +69,52 @@ class Launcher:
     ) -> Launch:
         """`streaming` defaults to the response mode; a manual run from the editor streams to
         its push channel (`push_ref`) while nobody waits on the HTTP side."""
-        execution_id = secrets.token_hex(8)
-        record = {
-            "id": execution_id,
-            "workflowId": workflow.id,
-            "workflowName": workflow.name,
-            "mode": mode,
-            "status": Status.NEW,
-            "createdAt": now_ms(),
-            "sessionId": session_id,
-            "responseMode": response_mode,
-        }
+        record = ExecutionRecord(
+            id=secrets.token_hex(8),
+            workflow_id=workflow.id,
+            workflow_name=workflow.name,
+            mode=mode,
+            created_at=now_ms(),
+            queued_at=now_ms(),
+            session_id=session_id,
+            response_mode=response_mode,
+        )
         self.store.create(record)
         stream = None
         try:
             # responseNodes answers at once too: its messages reach the chat WebSocket.
             if response_mode not in ("onReceived", "responseNodes"):
-                stream = self._open_stream(self.keys.execution_events(execution_id))
+                stream = self._open_stream(self.keys.execution_events(record.id))
             self._enqueue(
-                {
-                    "record": record,
+                TaskPayload(
+                    record=record,
+                    start_node=trigger,
+                    items=items,
+                    streaming=response_mode == "streaming" if streaming is None else streaming,
+                    response_mode=response_mode,
+                    push_ref=push_ref,
                     **self._workflow(raw),
-                    "startNode": trigger,
-                    "items": items,
-                    "streaming": response_mode == "streaming" if streaming is None else streaming,
-                    "responseMode": response_mode,
-                    "pushRef": push_ref,
-                }
+                )
             )
         except Exception as err:
             # Never leave a `new` record behind: it would hold its session's line until the
             # queue timeout. Failing it also hands the turn to the next message.
             if stream is not None:
                 self.relay.unsubscribe(stream)
-            failed = {**record, "status": Status.ERROR, "error": f"could not start: {err}"}
-            self.store.transition(failed, {Status.NEW})
+            self.store.fail_start(record, f"could not start: {err}")
             raise LaunchError(f"the execution could not be started: {err}") from err
-        return Launch(execution_id, stream)
+        return Launch(record.id, stream)
 
-    def resume(self, record: dict[str, Any], source: dict[str, Any], reply: dict[str, Any],
-               push_ref: str | None = None) -> None:  # fmt: skip
-        """Enqueue the reply to a waiting execution, already moved `waiting -> new` (see
-        core/waiting.py): whichever worker takes it continues the execution from Redis, with
-        the workflow version it started with (`source`: what its first task carried)."""
-        payload: dict[str, Any] = {
-            "record": record,
-            **source,
-            "startNode": None,
-            "items": [],
-            "streaming": False,
-            "responseMode": record.get("responseMode"),
-            "pushRef": push_ref,
-            "reply": reply,
-        }
+    def resume(self, record: ExecutionRecord, saved: dict[str, Any],
+               reply: dict[str, Any] | None) -> None:  # fmt: skip
+        """Enqueue the continuation of a waiting execution, already moved `waiting -> new`
+        (core/executions.py `reply`): whichever worker takes it continues the execution from
+        Redis, with the workflow version it started with (what its first task carried)."""
+        payload = TaskPayload.resuming(record, saved["source"], saved.get("pushRef"), reply)
         try:
             self._enqueue(payload)
         except Exception as err:
-            failed = {**record, "status": Status.ERROR, "error": f"could not resume: {err}"}
-            self.store.transition(failed, {Status.NEW})
+            self.store.fail_start(record, f"could not resume: {err}")
             raise LaunchError(f"the reply could not be delivered: {err}") from err
 
     def _workflow(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +123,7 @@ class Launcher:
         payload never leaves this process."""
         if self.settings.executions_mode == "regular":
             return {"workflow": raw}
-        return {"workflowRef": self._snapshots.ref(raw)}
+        return {"workflow_ref": self._snapshots.ref(raw)}
 
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":
@@ -162,13 +152,14 @@ class Launcher:
             _ = app.backend, app.AsyncResult, app.amqp.send_task_message, producer.channel
             producer.maybe_declare(app.amqp.queues[self.settings.task_queue])
 
-    def _enqueue(self, payload: dict[str, Any]) -> None:
+    def _enqueue(self, payload: TaskPayload) -> None:
         if self.settings.executions_mode == "regular":
-            threading.Thread(target=self._local_runtime().run, args=(payload,), daemon=True).start()
+            message = payload.encode()
+            threading.Thread(target=self._local_runtime().run, args=(message,), daemon=True).start()
             return
         self._sender.send(payload)  # sent by one thread of this process: api/task_sender.py
 
-    def _send_task(self, payload: dict[str, Any]) -> None:
+    def _send_task(self, payload: TaskPayload) -> None:
         # One broker connection per api process, shared by every request: a publish is one
         # LPUSH, so taking turns costs little and the connection count stays constant.
         with self._publish_lock:
@@ -177,15 +168,15 @@ class Launcher:
                 self._producer = app.amqp.Producer(app.connection_for_write())
             # The task id is the execution id: Celery's lines, Flower and the worker's logs
             # (core/logs.py) all name the execution by it.
-            record = payload["record"]
+            record = payload.record
             app.send_task(
                 TASK_NAME,
-                args=[payload],
+                args=[payload.encode()],
                 # What Celery logs and shows (Flower) as the arguments: not a repr of the whole
                 # payload and its workflow, which cost a few percent of the api's CPU per message.
-                argsrepr=f"[execution {record['id']} of workflow {record['workflowId']}]",
+                argsrepr=f"[execution {record.id} of workflow {record.workflow_id}]",
                 kwargsrepr="{}",
-                task_id=record["id"],
+                task_id=record.id,
                 queue=self.settings.task_queue,
                 producer=self._producer,
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 
 import redis
 from redis.cluster import RedisCluster
@@ -72,14 +73,25 @@ class Stream:
 
     def get(self, timeout: float) -> Event | None:
         """The next event, or None after `timeout` seconds of silence."""
-        if not self._items:
-            self._ready.clear()
-            if not self._items:  # a push between the check and the clear is not missed
-                self._ready.wait(timeout)
-        try:
-            data = self._items.pop(0)
-        except IndexError:
-            return None
+        deadline = None
+        while True:
+            if not self._items:
+                self._ready.clear()
+                if not self._items:  # a push between the check and the clear is not missed
+                    if deadline is None:
+                        deadline = time.monotonic() + timeout
+                    self._ready.wait(max(deadline - time.monotonic(), 0))
+            try:
+                data = self._items.pop(0)
+            except IndexError:
+                return None
+            event = self._event(data)
+            if event is not None:
+                return event
+
+    def _event(self, data: str | Event) -> Event | None:
+        """The event `data` holds; None for a repeat of one already read (a publish retried
+        after a timeout that had gone out, worker/publisher.py)."""
         if isinstance(data, Event):
             return data
         with self._lock:
@@ -90,6 +102,8 @@ class Stream:
             return events.broken("an event of this execution could not be read")
         if event.seq is None:
             return event  # a control message (a stop of a queued execution) or a push event
+        if self.ordered and event.seq < self.next_seq:
+            return None
         if self.ordered and event.seq != self.next_seq:
             return events.broken("events of this execution were lost on the way")
         self.next_seq += 1

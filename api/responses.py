@@ -24,146 +24,100 @@ from flask import Response, current_app, jsonify, request
 
 from api import metrics
 from api.launcher import Launch
+from api.liveness import LivenessChecks
 from api.relay import Stream
-from core import events
+from core import chunks
 from core.answers import output_text
 from core.events import Event, Kind
-from core.executions import FINISHED, ExecutionStore, Status
-from core.jsontext import dumps
-from engine.run_data import Run
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
+from core.results import FinalResult
+from core.stops import request_stop
 
 log = logging.getLogger("mini_n8n.api")
 
 NDJSON = "application/x-ndjson; charset=utf-8"
-KEEPALIVE = '{"type":"keepalive"}\n'
 # Set in the app's config where the server reads no environ once the app returned (gunicorn as
 # api/gunicorn_conf.py runs it): an open stream may then let go of its own (see _Body).
 RELEASE_ENVIRON = "MINI_N8N_RELEASE_ENVIRON"
-# How long to wait for an execution's last events once its record says it ended and no worker
-# holds its lease any more. A worker writes the record just before it hands the last events to
-# its outbox and keeps the lease until they are published (with thousands of executions on one
-# busy worker its outbox was measured running seconds behind: a fixed 2 s grace declared 141 of
-# 5,000 complete answers' ends lost, issue 14), so past the lease they are already on their way.
-FINAL_GRACE_SECONDS = 10.0
+# Once the record says the execution finished, its final event was published in the same step
+# (core/executions.py): it is on its way through this process's relay, or was lost with the
+# relay's connection. How long its delivery may take before the record's word is taken instead.
+DELIVERY_SECONDS = 1.0
 
 
 class Outcome:
-    """Reads one execution's events until it ends, checking on the worker when it is quiet.
+    """Reads one execution's events until it ends, checking on it when it is quiet.
 
     A method called once per event rather than a generator: every open stream waits inside
     it, and each generator between the server and that wait is one more C stack frame the
     stream's greenlet keeps a copy of (about 0.6 KB each; issue 14)."""
 
     __slots__ = ("launch", "stream", "store", "relay", "settings", "checks",
-                 "_unreachable_since", "_ended", "_owed")  # fmt: skip
+                 "_unreachable_since", "_finished", "_delivery_until")  # fmt: skip
 
-    def __init__(self, launch: Launch, store: ExecutionStore, relay, settings, checks=None):
+    def __init__(self, launch: Launch, store: ExecutionStore, relay, settings, checks):
         assert launch.stream is not None, "an onReceived launch has no outcome to wait for"
         self.launch = launch
         self.stream: Stream = launch.stream
         self.store = store
         self.relay = relay
         self.settings = settings
-        self.checks = checks  # api/liveness.py: this process's checks, batched
+        self.checks: LivenessChecks = checks  # api/liveness.py: this process's checks, batched
         self._unreachable_since: float | None = None
-        self._ended: Event | None = None  # what the record said once it showed the end
-        self._owed = True  # a worker may still hold the final event (see _await_done)
+        self._finished: ExecutionRecord | None = None  # the record, once it showed the end
+        self._delivery_until = 0.0
 
     def next_event(self) -> Event | None:
         """The next event; None means a quiet interval passed and the execution is still
-        alive. The last is a `done` event, real or, when the execution was lost, synthesized;
-        call `close` after it (or to give up)."""
-        if self._ended is not None:
-            return self._await_done(self._ended)
+        alive. The last is a `done` event, real or, when it never came (the execution was lost,
+        or the relay lost it), made from the record; call `close` after it (or to give up)."""
+        if self._finished is not None:
+            return self._delivered(self._finished)
         event = self.stream.get(timeout=self.settings.keepalive_seconds)
-        if event is None:
-            ended = self._check_reachable()
-            if ended is None:
-                return None
-            self._ended = ended
-            return self._await_done(ended)
-        if event.kind == Kind.BROKEN:
-            return events.done({"status": Status.ERROR, "error": event.reason})
-        return event
+        if event is not None:
+            if event.kind == Kind.BROKEN:
+                return _done(FinalResult(Status.ERROR, event.reason))
+            return event
+        try:
+            record = self.checks.check(self.launch.execution_id)
+        except redis.RedisError as err:
+            return self._unreachable(err)
+        self._unreachable_since = None
+        if record is None:
+            return _done(FinalResult(Status.CRASHED, "The execution record is gone."))
+        if not record.finished:
+            return None
+        self._finished = record
+        self._delivery_until = time.monotonic() + DELIVERY_SECONDS
+        return self._delivered(record)
 
     def close(self) -> None:
         self.relay.unsubscribe(self.stream)
 
-    def _await_done(self, ended: Event) -> Event | None:
-        """The record says the execution ended; its last events are normally a few milliseconds
-        behind. While its worker holds the lease they are still in that worker's outbox: wait,
-        with keepalives. Once it does not (released after publishing, or run out with a lost
-        worker), wait FINAL_GRACE_SECONDS for what is on its way, then fall back to what the
-        record says."""
-        if ended.body.get("status") == Status.CRASHED:
-            return ended
-        while True:
-            wait = self.settings.keepalive_seconds if self._owed else FINAL_GRACE_SECONDS
-            event = self.stream.get(timeout=wait)
-            if event is None:
-                if not self._owed:
-                    return ended
-                self._owed = self._final_event_owed()
-                if self._owed:
-                    return None
-            elif event.kind == Kind.BROKEN:
-                return ended
-            else:
-                return event
+    def _delivered(self, record: ExecutionRecord) -> Event:
+        """The events still on their way once the record showed the end, then the end."""
+        wait = self._delivery_until - time.monotonic()
+        event = self.stream.get(timeout=wait) if wait > 0 else None
+        if event is not None and event.kind != Kind.BROKEN:
+            return event
+        return _done(FinalResult.from_record(record, self.stream.next_seq))
 
-    def _final_event_owed(self) -> bool:
-        """Whether the finished execution's worker still holds its lease (worker/execution_run.py
-        keeps it until the final event is published). Unknown counts as no: the record already
-        says how the execution ended."""
-        if self.checks is None:
-            return False
-        try:
-            return self.checks.leased(self.launch.execution_id)
-        except redis.RedisError:
-            return False
-
-    def _check_reachable(self) -> Event | None:
-        """`_check`, tolerating Redis being unreachable for up to a lease: the execution may
-        well go on meanwhile. Past that, the stream ends with an error that says so."""
-        try:
-            ended = self._check()
-        except redis.RedisError as err:
-            self._unreachable_since = self._unreachable_since or time.monotonic()
-            waited = time.monotonic() - self._unreachable_since
-            log.warning("execution %s: Redis unreachable: %s", self.launch.execution_id, err)
-            if waited < self.settings.lease_seconds:
-                return None
-            error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
-            return events.done({"status": Status.ERROR, "error": error})
-        self._unreachable_since = None
-        return ended
-
-    def _check(self) -> Event | None:
-        if self.checks is not None:
-            record = self.checks.check(self.launch.execution_id)
-        else:
-            record = self.store.mark_crashed_if_lost(
-                self.launch.execution_id, self.settings.queue_timeout_seconds
-            )
-        if record is None:
-            return events.done({"status": Status.CRASHED, "error": "The execution record is gone."})
-        if record["status"] in FINISHED:
-            return events.done(_result_from_record(record))
-        return None
+    def _unreachable(self, err: redis.RedisError) -> Event | None:
+        """Redis does not answer: the execution may well go on meanwhile, and its events come
+        once Redis is back. Past `redis_outage_seconds`, the stream ends saying so."""
+        log.warning("execution %s: Redis unreachable: %s", self.launch.execution_id, err)
+        self._unreachable_since = self._unreachable_since or time.monotonic()
+        waited = time.monotonic() - self._unreachable_since
+        if waited < self.settings.redis_outage_seconds:
+            return None
+        error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
+        return _done(FinalResult(Status.ERROR, error))
 
 
-def _result_from_record(record: dict[str, Any]) -> dict[str, Any]:
-    run = Run(
-        status=record["status"],
-        run_data=record.get("runData") or {},
-        last_node=record.get("lastNodeExecuted"),
-    )
-    return {
-        "status": record["status"],
-        "error": record.get("error"),
-        "output": run.first_json(),
-        "fromRecord": True,  # the real final event never came
-    }
+def _done(result: FinalResult) -> Event:
+    """A final event made here (not published): it carries the result itself."""
+    return Event(Kind.DONE, result)
 
 
 # --- streaming --------------------------------------------------------------------------------
@@ -232,15 +186,15 @@ def _ndjson(outcome: Outcome, arrived: float, stop_on_disconnect: bool = False) 
         while not finished:
             event = outcome.next_event()
             if event is None:
-                text = KEEPALIVE
+                text = chunks.KEEPALIVE
             elif event.kind == Kind.LINES:
                 saw_error = saw_error or event.errors > 0
                 saw_items = saw_items or event.items > 0
                 text = event.body
             elif event.kind == Kind.DONE:
                 finished = True
-                execution_id = outcome.launch.execution_id
-                text = "".join(_closing_lines(event.body, saw_error, saw_items, execution_id))
+                result = _result(event)
+                text = _closing_lines(result, saw_error, saw_items, outcome.launch.execution_id)
             else:
                 continue
             if text:
@@ -251,31 +205,27 @@ def _ndjson(outcome: Outcome, arrived: float, stop_on_disconnect: bool = False) 
         outcome.close()  # the client may be gone: unsubscribe now, not when collected
         if stop_on_disconnect and not finished:
             # Closed before the end: the client went away (a write failed).
-            outcome.store.request_stop(outcome.launch.execution_id)
+            request_stop(outcome.store, outcome.launch.execution_id)
 
 
-def _closing_lines(
-    done: dict[str, Any], saw_error: bool, saw_items: bool, execution_id: str
-) -> Iterator[str]:
-    status = done.get("status")
-    if status == Status.SUCCESS and done.get("fromRecord") and saw_items:
-        # Part of the answer went out but its end was lost: say so rather than repeat it.
-        status, done = Status.ERROR, {"error": "The end of this answer was lost on its way."}
-    if status == Status.SUCCESS:
-        if not done.get("streamed"):
-            # Nothing streamed (no Agent, or streaming off): the output as one begin/item/end.
-            meta = {"nodeName": None, "itemIndex": 0, "runIndex": 0}
-            yield _line({"type": "begin", "metadata": meta})
-            yield _line(
-                {"type": "item", "content": output_text(done.get("output")), "metadata": meta}
-            )
-            yield _line({"type": "end", "metadata": meta})
-        return
-    if not saw_error:
-        message = done.get("error") or _default_error(status)
-        yield _line(
-            {"type": "error", "content": message, "metadata": {"executionId": execution_id}}
-        )
+def _result(event: Event) -> FinalResult:
+    if isinstance(event.body, FinalResult):
+        return event.body
+    return FinalResult.from_json(event.body)
+
+
+def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execution_id: str) -> str:
+    if result.ok and result.read_from_record and saw_items and not result.complete:
+        # Part of the answer went out but the rest was lost: say so rather than repeat it.
+        result = FinalResult(Status.ERROR, "The end of this answer was lost on its way.")
+    if result.ok:
+        if result.streamed or (result.read_from_record and saw_items):
+            return ""
+        # Nothing streamed (no Agent, or streaming off): the output as one begin/item/end.
+        return chunks.whole_answer(output_text(result.output))
+    if saw_error:
+        return ""
+    return chunks.error_line(result.error or _default_error(result.status), execution_id)
 
 
 def _default_error(status: str | None) -> str:
@@ -284,18 +234,15 @@ def _default_error(status: str | None) -> str:
     return "The execution failed."
 
 
-def _line(chunk: dict[str, Any]) -> str:
-    return dumps(chunk) + "\n"
-
-
 # --- waiting modes ----------------------------------------------------------------------------
 def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
-    done = _wait(outcome, want_response=False)
+    event = _wait(outcome, want_response=False)
+    done = _result(event)
     headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
-    if done.get("status") != Status.SUCCESS:
-        body = {"message": "Error in workflow", "error": done.get("error") or "unknown error"}
+    if not done.ok:
+        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
         return _json(body, 500, headers)
-    output = done.get("output")
+    output = done.output
     if output is None:
         output = {
             "message": "Workflow executed successfully but the last node did not return any data"
@@ -306,11 +253,15 @@ def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
 def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
     event = _wait(outcome, want_response=True)
     headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
-    if "body" in event:
-        merged = {**headers, **(event.get("headers") or {})}
-        return Response(event.get("body", ""), status=int(event.get("status", 200)), headers=merged)
-    if event.get("status") != Status.SUCCESS:
-        body = {"message": "Error in workflow", "error": event.get("error") or "unknown error"}
+    if event.kind == Kind.RESPONSE:
+        answer = event.body
+        merged = {**headers, **(answer.get("headers") or {})}
+        return Response(
+            answer.get("body", ""), status=int(answer.get("status", 200)), headers=merged
+        )
+    done = _result(event)
+    if not done.ok:
+        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
         return _json(body, 500, headers)
     return _json(
         {"message": "Workflow executed successfully but no Respond to Webhook node ran"},
@@ -319,16 +270,15 @@ def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Respons
     )
 
 
-def _wait(outcome: Outcome, want_response: bool) -> dict[str, Any]:
+def _wait(outcome: Outcome, want_response: bool) -> Event:
+    """The execution's Respond to Webhook answer (`want_response`) or its final event."""
     try:
         while True:
             event = outcome.next_event()
             if event is None:
                 continue
-            if want_response and event.kind == Kind.RESPONSE:
-                return event.body
-            if event.kind == Kind.DONE:
-                return event.body
+            if (want_response and event.kind == Kind.RESPONSE) or event.kind == Kind.DONE:
+                return event
     finally:
         outcome.close()
 

@@ -45,11 +45,19 @@ class ApiRuntime:
             settings.redis_cluster,
             blocking_pool=REDIS_POOL_SIZE,  # per node in a cluster
             timeout=10,
+            # Rides out a Redis pause or failover: a request waits rather than fails.
+            socket_timeout=settings.redis_timeout_seconds,
             decode_responses=True,
             client_name="mini-n8n-api",
         )
         self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
-        self.executions = ExecutionStore(self.redis, self.keys, settings.executions_ttl)
+        self.executions = ExecutionStore(
+            self.redis,
+            self.keys,
+            settings.executions_ttl,
+            queue_timeout_seconds=settings.queue_timeout_seconds,
+            lease_seconds=settings.lease_seconds,
+        )
         self.memory = RedisMemory(self.redis, self.keys)
         self._relay: Relay | None = None
         self._celery = None
@@ -57,7 +65,7 @@ class ApiRuntime:
         self._warm = False
         self._credentials: CredentialStore | None = None
         self._redis_connections: RedisConnections | None = None
-        self.liveness = LivenessChecks(self.executions, settings.queue_timeout_seconds)
+        self.liveness = LivenessChecks(self.executions)
         self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+
+from core.task import TaskPayload
 
 
 class _Job:
@@ -23,13 +24,13 @@ class _Job:
 
 
 class TaskSender:
-    def __init__(self, send: Callable[[dict[str, Any]], None]):
+    def __init__(self, send: Callable[[TaskPayload], None]):
         self._send = send
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def send(self, payload: dict[str, Any]) -> None:
+    def send(self, payload: TaskPayload) -> None:
         self.call(lambda: self._send(payload))
 
     def call(self, work: Callable[[], None]) -> None:

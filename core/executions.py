@@ -1,379 +1,518 @@
-"""Execution records in Redis (`execution:<id>`), their leases, and per-session turns.
+"""Execution records in Redis and every transition between their statuses.
 
-Delivery semantics (documented in the README): at most once. The api writes the record as
-`new` before enqueueing; a worker runs an execution only after moving it `new -> running`
-atomically, so a redelivered or duplicated task is dropped and no chat message is ever answered
-twice. A running execution holds a lease (`executions:running`, score = deadline) that its worker
-renews every second; when a lease expires the execution is marked `crashed`, by whoever looks
-first: the api relay streaming it or any worker's reaper. So a lost worker shows up as a failed
-execution and its stream ends with an error line within the lease time.
+    new ──claim──▶ running ──finish──▶ success | error | canceled
+     │   ▲            │  ▲
+     │   └──resume────┤  └─ a reply already queued: stays running
+     │    (a reply,   ▼
+     │   or its time) waiting ──cancel──▶ canceled
+     ├──cancel──▶ canceled
+     └──reap (no worker started it in time) ──▶ crashed;  running ──reap (worker lost)──▶ crashed
 
-Status changes are compare-and-set Lua scripts: the caller builds the new record, the script
-checks the stored status and writes it. Records expire after MINI_N8N_EXECUTIONS_TTL.
+Delivery is at most once: the api writes the record `new` before it enqueues the task, and a
+worker runs an execution only after its claim moved it `new -> running`; a redelivered or
+duplicated task finds it claimed and is dropped. Every transition is one script that
+compares-and-sets on the record's revision (core/execution_record.py) and does the rest of the
+step with it: the lease, the queue marker, the session's line, the final event. So:
 
-On one Redis a transition is one script: record, lease and the session's turn hand-over at once.
-In a Redis Cluster a script may touch one slot only, so the same work is done in steps of one
-slot each, ordered so that every state in between is one a reader already copes with: a lease is
-taken before the record says `running` and dropped after it says otherwise (a running record
-always has its lease), and a session's line is read head by head, a finished or lost head being
-dropped only if it is still the head (a stale view drops nothing).
+- **One write for the end.** The record's final status and the channel's final event are one
+  step: a stream that sees the record finished has been sent its final event, or will never be.
+- **Retried steps are idempotent.** A claim or an end retried after a timeout finds its own claim
+  token in the record and does nothing twice.
+- **Nothing is left unfinished.** What keeps an unfinished execution alive is a key with a time
+  to live (core/liveness.py); whoever looks (an api stream, a chat socket, a worker's reaper, an
+  execution waiting for its turn) can `reap` one that is lost, which ends it `crashed`, publishes
+  its final event and hands its session's turn on.
+
+On one Redis each step is one script. In a Redis Cluster a script touches one slot: the
+execution's own keys (record, lease, queue marker, channel...) share its hash tag, and the rest
+(the indexes reapers look at, the session's line) follows in separate steps, each safe on its
+own: the indexes are only where reapers look (the keys are the truth), and a line's head that
+ended is dropped by whoever walks the line (core/session_line.py).
 """
 
 from __future__ import annotations
 
 import builtins  # `list` below is a method name: annotations past it say builtins.list
-import json
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from core import events
+from core import events, liveness
 from core.clock import now_ms
-from core.jsontext import dumps
+from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Status
 from core.keys import Keys
-from core.redis_clients import is_cluster, publish
+from core.liveness import Verdict
+from core.redis_clients import is_cluster, publish_command
+from core.results import FinalResult
+from core.session_line import SessionLine
 
+# Reads a record's header: status (false when there is no readable record), revision, claim.
+_HEADER = f"""
+local function header(raw)
+  if not raw then return false, -1, '' end
+  local status, rev, claim = string.match(raw, '{LUA_HEADER}')
+  if not status then return false, -1, '' end
+  return status, tonumber(rev), claim
+end
+"""
 
-class Status(StrEnum):
-    NEW = "new"  # enqueued, not yet taken by a worker (or waiting for its session's turn)
-    RUNNING = "running"
-    SUCCESS = "success"
-    ERROR = "error"
-    CANCELED = "canceled"
-    CRASHED = "crashed"  # its worker was lost, or it never got one in time
-    # A Chat node waits for the user's reply: no worker holds it, its state is in Redis
-    # (core/waiting.py), and it keeps its place at the head of its session's line.
-    WAITING = "waiting"
+# Hands the session's turn on after an execution left its line (one Redis only).
+# line: the session's line ('' = none), id: the execution, prefix/suffix: of a turn key.
+_LEAVE_LINE = """
+local function leave_line(line, id, prefix, suffix)
+  if line == '' then return end
+  redis.call('LREM', line, 1, id)
+  local head = redis.call('LINDEX', line, 0)
+  if head then
+    local turn = prefix .. head .. suffix
+    redis.call('RPUSH', turn, '1')
+    redis.call('EXPIRE', turn, 60)
+  end
+end
+"""
 
-
-FINISHED = {Status.SUCCESS, Status.ERROR, Status.CANCELED, Status.CRASHED}
-
-# KEYS: record, running zset, workflow index, session queue ('' = none)
-# ARGV: allowed statuses (comma separated), new record, ttl s, lease deadline ms (0 = drop lease),
-#       execution id, turn key prefix, turn key suffix, score for the workflow index
-_TRANSITION = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local status = cjson.decode(raw)['status']
-local allowed = false
-for s in string.gmatch(ARGV[1], '[^,]+') do if s == status then allowed = true end end
-if not allowed then return 0 end
+# KEYS: record, lease, queued, [running index, queued index]
+# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
+_CLAIM = (
+    _HEADER
+    + """
+local status, rev, claim = header(redis.call('GET', KEYS[1]))
+if status == 'running' and claim == ARGV[5] then
+  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+  return 1
+end
+if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-if tonumber(ARGV[4]) > 0 then
-  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
-else
-  redis.call('ZREM', KEYS[2], ARGV[5])
-  if KEYS[4] ~= '' then
-    redis.call('LREM', KEYS[4], 1, ARGV[5])
-    local head = redis.call('LINDEX', KEYS[4], 0)
-    if head then
-      local turn = ARGV[6] .. head .. ARGV[7]
-      redis.call('RPUSH', turn, '1')
-      redis.call('EXPIRE', turn, 60)
-    end
-  end
+redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+redis.call('DEL', KEYS[3])
+if KEYS[4] then
+  redis.call('ZADD', KEYS[4], ARGV[7], ARGV[6])
+  redis.call('ZREM', KEYS[5], ARGV[6])
 end
 return 1
 """
+)
 
-# Is it this execution's turn in its session? Heads that can no longer run (finished, missing,
-# or whose lease expired) are dropped on the way.
-# KEYS: session queue, running zset. ARGV: execution id, record key prefix, now ms
-_TURN = """
-while true do
-  local head = redis.call('LINDEX', KEYS[1], 0)
-  if not head or head == ARGV[1] then return 1 end
-  local raw = redis.call('GET', ARGV[2] .. head)
-  local alive = false
-  if raw then
-    local status = cjson.decode(raw)['status']
-    if status == 'new' or status == 'waiting' then alive = true end
-    if status == 'running' then
-      local deadline = redis.call('ZSCORE', KEYS[2], head)
-      alive = deadline ~= false and tonumber(deadline) >= tonumber(ARGV[3])
-    end
-  end
-  if alive then return 0 end
-  redis.call('LPOP', KEYS[1])
-end
-"""
-
-
-# KEYS: running zset. ARGV: execution id, now ms
-_DROP_LEASE_IF_EXPIRED = """
-local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if deadline and tonumber(deadline) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
-return 1
-"""
-
-# Cluster steps, one slot each.
-# KEYS: record. ARGV: allowed statuses (comma separated), new record, ttl s
-_SET_IF = """
+# The end of an execution: finish, cancel, a failed start, or a reap.
+# KEYS: record, lease, queued, suspect, resume, replies, channel, taken,
+#       [running index, queued index, waiting index, session line]
+# ARGV: 1 expected rev, 2 allowed statuses (comma separated), 3 final record, 4 ttl s,
+#       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
+#       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms
+# Returns {outcome, leftover replies...}: ok, already, refused, alive, suspect.
+_END = (
+    _HEADER
+    + liveness.LUA_JUDGE
+    + _LEAVE_LINE
+    + """
 local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local status = cjson.decode(raw)['status']
-for s in string.gmatch(ARGV[1], '[^,]+') do
-  if s == status then
-    redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-    return 1
+local status, rev, claim = header(raw)
+local mine = ARGV[7] ~= '' and claim == ARGV[7]
+if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then return {'already'} end
+if ARGV[8] == '1' then
+  if rev ~= tonumber(ARGV[1]) then return {'refused'} end
+  local verdict = judge(status, redis.call('EXISTS', KEYS[2]) == 1,
+                        redis.call('EXISTS', KEYS[3]) == 1)
+  if verdict == 'alive' then
+    redis.call('DEL', KEYS[4])
+    return {'alive'}
   end
+  if verdict ~= 'lost' then return {'refused'} end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local since = redis.call('GET', KEYS[4])
+  if not since then
+    redis.call('SET', KEYS[4], now, 'PX', 60000)
+    return {'suspect'}
+  end
+  if now - tonumber(since) < tonumber(ARGV[12]) then return {'suspect'} end
+else
+  local allowed = false
+  if rev == tonumber(ARGV[1]) then
+    for s in string.gmatch(ARGV[2], '[^,]+') do if s == status then allowed = true end end
+  end
+  -- A worker that did finish replaces what a reaper concluded while it could not renew.
+  if not allowed and not (mine and status == 'crashed') then return {'refused'} end
 end
-return 0
+redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+local leftovers = redis.call('LRANGE', KEYS[6], 0, -1)
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8])
+if ARGV[5] ~= '' then redis.call(ARGV[6], KEYS[7], ARGV[5]) end
+if KEYS[9] then
+  redis.call('ZREM', KEYS[9], ARGV[9])
+  redis.call('ZREM', KEYS[10], ARGV[9])
+  redis.call('ZREM', KEYS[11], ARGV[9])
+  leave_line(KEYS[12], ARGV[9], ARGV[10], ARGV[11])
+end
+local reply = {'ok'}
+for i, r in ipairs(leftovers) do reply[i + 1] = r end
+return reply
 """
+)
 
-# Leave the session's line; the new head, if any, is whose turn it is now.
-# KEYS: session queue. ARGV: execution id
-_LEAVE = """
-redis.call('LREM', KEYS[1], 1, ARGV[1])
-return redis.call('LINDEX', KEYS[1], 0)
+# A Chat node waits: take the next reply already queued (the execution goes on running), or
+# record the wait (`running -> waiting`), keeping the session's turn, dropping the lease. A
+# retry (same attempt) gets the answer its first try got: a reply taken is never lost.
+# KEYS: record, lease, replies, resume, taken, [running index, waiting index]
+# ARGV: claim token, waiting record, ttl s, resume state, deadline ms ('' = none), execution id,
+#       expected rev, attempt
+_PAUSE = (
+    _HEADER
+    + """
+local raw = redis.call('GET', KEYS[1])
+local status, rev, claim = header(raw)
+if claim ~= ARGV[1] then return {'refused'} end
+if status == 'waiting' and raw == ARGV[2] then return {'paused'} end
+local taken = redis.call('GET', KEYS[5])
+local mark = ARGV[8] .. ':'
+if taken and string.sub(taken, 1, #mark) == mark then
+  return {'reply', string.sub(taken, #mark + 1)}
+end
+if status ~= 'running' then return {'refused'} end
+local reply = redis.call('LPOP', KEYS[3])
+if reply then
+  redis.call('SET', KEYS[5], mark .. reply, 'EX', ARGV[3])
+  return {'reply', reply}
+end
+if rev ~= tonumber(ARGV[7]) then return {'refused'} end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[3])
+redis.call('DEL', KEYS[2])
+if KEYS[6] then
+  redis.call('ZREM', KEYS[6], ARGV[6])
+  if ARGV[5] ~= '' then redis.call('ZADD', KEYS[7], ARGV[5], ARGV[6]) end
+end
+return {'paused'}
 """
+)
 
-# Drop the head of a session's line if it is still the one found finished or lost.
-# KEYS: session queue. ARGV: that head
-_DROP_HEAD = """
-if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then redis.call('LPOP', KEYS[1]) end
-return 1
+# A chat message for an unfinished execution of its session (responseNodes): the reply a
+# waiting one resumes with (`waiting -> new`), or the next reply of one that is not waiting yet.
+# KEYS: record, replies, queued, [queued index, waiting index]
+# ARGV: reply JSON, expected rev, queued record, ttl s, queue timeout ms, execution id,
+#       queue deadline ms
+_REPLY = (
+    _HEADER
+    + """
+local status, rev = header(redis.call('GET', KEYS[1]))
+if status == 'new' or status == 'running' then
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  return 'queued'
+end
+if status ~= 'waiting' then return 'ended' end
+if rev ~= tonumber(ARGV[2]) then return 'stale' end
+redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+if KEYS[4] then
+  redis.call('ZADD', KEYS[4], ARGV[7], ARGV[6])
+  redis.call('ZREM', KEYS[5], ARGV[6])
+end
+return 'resumed'
 """
+)
+
+
+class Reply(StrEnum):
+    QUEUED = "queued"  # the execution is not waiting yet: the message is its next reply
+    RESUMED = "resumed"  # it waited: now `new` again, to be enqueued with this reply
+    ENDED = "ended"  # it finished (or is gone) meanwhile
+
+
+@dataclass(slots=True)
+class Ended:
+    """What an end step did: `ok` (written now), `already` (a retry of one written before)."""
+
+    outcome: str
+    leftovers: builtins.list[str] = field(default_factory=list)  # replies it never took
+
+    @property
+    def written(self) -> bool:
+        return self.outcome in ("ok", "already")
 
 
 class ExecutionStore:
-    def __init__(self, client, keys: Keys, ttl_seconds: int = 7 * 24 * 3600):
+    def __init__(
+        self,
+        client,
+        keys: Keys,
+        ttl_seconds: int = 7 * 24 * 3600,
+        *,
+        queue_timeout_seconds: float = 300.0,
+        lease_seconds: float = 5.0,
+    ):
         self.client = client
         self.keys = keys
         self.ttl = ttl_seconds
+        self.queue_timeout_ms = int(queue_timeout_seconds * 1000)
+        self.lease_ms = int(lease_seconds * 1000)
         self.cluster = is_cluster(client)
-        self._transition = client.register_script(_TRANSITION)
-        self._turn = client.register_script(_TURN)
-        self._set_if = client.register_script(_SET_IF)
-        self._leave = client.register_script(_LEAVE)
-        self._drop_head = client.register_script(_DROP_HEAD)
-        self._drop_lease_if_expired = client.register_script(_DROP_LEASE_IF_EXPIRED)
+        self.lines = SessionLine(client, keys)
+        self._claim = client.register_script(_CLAIM)
+        self._end = client.register_script(_END)
+        self._pause = client.register_script(_PAUSE)
+        self._reply = client.register_script(_REPLY)
 
     def load_scripts(self) -> None:
         """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
         (in a cluster, SCRIPT LOAD goes to every primary)."""
-        scripts = (
-            (self._set_if, self._leave, self._drop_head)
-            if self.cluster
-            else (self._transition, self._turn)
-        )
-        for script in scripts:
+        for script in (self._claim, self._end, self._pause, self._reply):
             self.client.script_load(script.script)
+        self.lines.load_scripts()
 
-    # --- api side -------------------------------------------------------------------------
-    def create(self, record: dict[str, Any]) -> None:
-        """Store a `new` record and take a place in the session's line, in one round trip."""
-        session_queue = self.session_queue(record)
-        if self.cluster:
-            # The record first: a line's head with no record would be dropped as lost.
-            self.client.set(self.keys.execution(record["id"]), _dump(record), ex=self.ttl)
-        pipe = self.client.pipeline(transaction=not self.cluster)
-        if not self.cluster:
-            pipe.set(self.keys.execution(record["id"]), _dump(record), ex=self.ttl)
-        pipe.zadd(self.keys.workflow_executions(record["workflowId"]), {record["id"]: now_ms()})
-        pipe.expire(self.keys.workflow_executions(record["workflowId"]), self.ttl)
-        if session_queue:
-            pipe.rpush(session_queue, record["id"])
-            pipe.expire(session_queue, self.ttl)
-        pipe.execute()
+    # --- reading --------------------------------------------------------------------------
+    def get(self, execution_id: str) -> ExecutionRecord | None:
+        return _decoded(self.client.get(self.keys.execution(execution_id)))
 
-    def session_queue(self, record: dict[str, Any]) -> str | None:
-        """The line of the record's chat session, if it belongs to one."""
-        session_id = record.get("sessionId")
-        if not session_id:
-            return None
-        return self.keys.session_queue(record["workflowId"], session_id)
-
-    def get(self, execution_id: str) -> dict[str, Any] | None:
-        raw = self.client.get(self.keys.execution(execution_id))
-        return json.loads(raw) if raw else None
-
-    def list(self, workflow_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    def list(self, workflow_id: str, limit: int = 50) -> builtins.list[ExecutionRecord]:
         ids = self.client.zrevrange(self.keys.workflow_executions(workflow_id), 0, limit - 1)
         if not ids:
             return []
         keys = [self.keys.execution(i) for i in ids]
         raws = self.client.mget_nonatomic(keys) if self.cluster else self.client.mget(keys)
-        return [json.loads(r) for r in raws if r]
+        return [r for r in map(_decoded, raws) if r is not None]
 
-    # --- transitions ----------------------------------------------------------------------
-    def transition(
-        self,
-        record: dict[str, Any],
-        allowed_from: set[Status],
-        *,
-        lease_ms: int = 0,
-        keep_turn: bool = False,
-    ) -> bool:
-        """Write `record` if the stored status is one of `allowed_from`. A lease > 0 (re)takes
-        the running lease; 0 drops it and hands the session's turn to the next message, unless
-        `keep_turn` (an execution that waits for its user's reply, or resumes, keeps its place)."""
+    # --- the api's steps ------------------------------------------------------------------
+    def create(self, record: ExecutionRecord) -> None:
+        """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
+        and take a place in its session's line."""
+        execution_id = record.id
+        line = self.lines.key(record)
+        queue_deadline = now_ms() + self.queue_timeout_ms
+        own = self.client.pipeline(transaction=not self.cluster)
+        own.set(self.keys.execution(execution_id), record.encode(), ex=self.ttl)
+        own.set(self.keys.execution_queued(execution_id), "1", px=self.queue_timeout_ms)
         if self.cluster:
-            return self._transition_in_steps(record, allowed_from, lease_ms, keep_turn)
-        execution_id = record["id"]
-        # The script builds the next execution's turn key from these two halves.
-        turn = self.keys.execution_turn("\0").split("\0")
-        return bool(
-            self._transition(
-                keys=[
-                    self.keys.execution(execution_id),
-                    self.keys.running(),
-                    self.keys.workflow_executions(record.get("workflowId", "")),
-                    "" if keep_turn else self.session_queue(record) or "",
-                ],
-                args=[
-                    ",".join(sorted(allowed_from)),
-                    _dump(record),
-                    self.ttl,
-                    now_ms() + lease_ms if lease_ms else 0,
-                    execution_id,
-                    turn[0],
-                    turn[1],
-                    now_ms(),
-                ],
-            )
-        )
+            own.execute()  # the record first: a line's head with no record is dropped as gone
+            own = self.client.pipeline(transaction=False)
+        own.zadd(self.keys.queued(), {execution_id: queue_deadline})
+        own.zadd(self.keys.workflow_executions(record.workflow_id), {execution_id: now_ms()})
+        own.expire(self.keys.workflow_executions(record.workflow_id), self.ttl)
+        if line:
+            own.rpush(line, execution_id)
+            own.expire(line, self.ttl)
+        own.execute()
 
-    def _transition_in_steps(
-        self, record: dict[str, Any], allowed_from: set[Status], lease_ms: int, keep_turn: bool
-    ) -> bool:
-        """`transition` in a cluster: lease, record, then the turn hand-over, a slot at a time."""
-        execution_id = record["id"]
-        if lease_ms:  # before the record says running: a running record always has its lease
-            self.client.zadd(self.keys.running(), {execution_id: now_ms() + lease_ms})
-        written = self._set_if(
-            keys=[self.keys.execution(execution_id)],
-            args=[",".join(sorted(allowed_from)), _dump(record), self.ttl],
-        )
-        if not written or lease_ms:
-            return bool(written)  # a refused claim leaves the lease to whoever holds it
-        self.client.zrem(self.keys.running(), execution_id)
-        session_queue = self.session_queue(record)
-        if session_queue and not keep_turn:
-            head = self._leave(keys=[session_queue], args=[execution_id])
-            if head:
-                pipe = self.client.pipeline(transaction=True)  # one slot: the head's turn key
-                pipe.rpush(self.keys.execution_turn(head), "1")
-                pipe.expire(self.keys.execution_turn(head), 60)
-                pipe.execute()
-        return True
+    def fail_start(self, record: ExecutionRecord, error: str) -> bool:
+        """A `new` execution whose task could not be sent: failed at once (it would otherwise
+        hold its session's line until the queue timeout)."""
+        failed = record.next(status=Status.ERROR, error=error, stopped_at=now_ms())
+        final = FinalResult(Status.ERROR, error)
+        return self._end_step(record, failed, {Status.NEW}, result=final).written
 
-    def my_turn(self, execution_id: str, session_queue: str) -> bool:
-        if self.cluster:
-            return self._my_turn_in_steps(execution_id, session_queue)
-        prefix = self.keys.execution("\0").split("\0")[0]
-        return bool(
-            self._turn(
-                keys=[session_queue, self.keys.running()], args=[execution_id, prefix, now_ms()]
-            )
-        )
+    def reply(
+        self, record: ExecutionRecord, reply: dict[str, Any]
+    ) -> tuple[Reply, ExecutionRecord | None]:
+        """Hand a chat message to an unfinished execution of its session: queued as its next
+        reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue)."""
+        from core.jsontext import dumps
 
-    def _my_turn_in_steps(self, execution_id: str, session_queue: str) -> bool:
-        """`my_turn` in a cluster: the line's head, its record and lease, one read each."""
         while True:
-            head = self.client.lindex(session_queue, 0)
-            if not head or head == execution_id:
-                return True
+            queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None)
+            execution_id = record.id
+            keys = [
+                self.keys.execution(execution_id),
+                self.keys.execution_replies(execution_id),
+                self.keys.execution_queued(execution_id),
+            ]
+            if not self.cluster:
+                keys += [self.keys.queued(), self.keys.waiting()]
+            deadline = now_ms() + self.queue_timeout_ms
+            args = [dumps(reply), record.rev, queued.encode(), self.ttl, self.queue_timeout_ms,
+                    execution_id, deadline]  # fmt: skip
+            outcome = self._reply(keys=keys, args=args)
+            if outcome == "stale":  # it waited again meanwhile (a later Chat node)
+                current = self.get(execution_id)
+                if current is None:
+                    return Reply.ENDED, None
+                record = current
+                continue
+            if outcome == Reply.RESUMED and self.cluster:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.zadd(self.keys.queued(), {execution_id: deadline})
+                pipe.zrem(self.keys.waiting(), execution_id)
+                pipe.execute()
+            return Reply(outcome), queued if outcome == Reply.RESUMED else None
+
+    def cancel(self, record: ExecutionRecord, why: str) -> bool:
+        """Stop an execution that is not running (`new` or `waiting`): canceled, and its
+        stream told at once."""
+        canceled = record.next(status=Status.CANCELED, error=why, stopped_at=now_ms())
+        final = FinalResult(Status.CANCELED, why)
+        return self._end_step(record, canceled, {Status.NEW, Status.WAITING}, result=final).written
+
+    # --- a worker's steps -----------------------------------------------------------------
+    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> bool:
+        """`new -> running` with this worker's lease, if the record is still the `record`
+        the task carried (same revision); True again for a retry of this very claim."""
+        execution_id = record.id
+        keys = [
+            self.keys.execution(execution_id),
+            self.keys.execution_lease(execution_id),
+            self.keys.execution_queued(execution_id),
+        ]
+        if not self.cluster:
+            keys += [self.keys.running(), self.keys.queued()]
+        deadline = now_ms() + self.lease_ms
+        args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
+                execution_id, deadline]  # fmt: skip
+        claimed = bool(self._claim(keys=keys, args=args))
+        if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
-            pipe.get(self.keys.execution(head))
-            pipe.zscore(self.keys.running(), head)
-            raw, deadline = pipe.execute()
-            if _alive(json.loads(raw) if raw else None, deadline):
-                return False
-            self._drop_head(keys=[session_queue], args=[head])
+            pipe.zadd(self.keys.running(), {execution_id: deadline})
+            pipe.zrem(self.keys.queued(), execution_id)
+            pipe.execute()
+        return claimed
 
-    def wait_turn(self, execution_id: str, timeout: float) -> None:
-        """Block until woken by the execution ahead in the session, or `timeout` passes."""
-        self.client.blpop([self.keys.execution_turn(execution_id)], timeout=max(timeout, 0.01))
+    def pause(
+        self,
+        running: ExecutionRecord,
+        waiting: ExecutionRecord,
+        resume_state: str,
+        attempt: str,
+    ) -> tuple[str, str | None]:
+        """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
+        on), ("paused", None) once recorded `waiting`, ("refused", None) if it stopped being
+        this worker's (stopped, or reaped). `attempt` names this pause (letters and digits): a
+        retry with the same one gets the same answer."""
+        execution_id = running.id
+        keys = [
+            self.keys.execution(execution_id),
+            self.keys.execution_lease(execution_id),
+            self.keys.execution_replies(execution_id),
+            self.keys.execution_resume(execution_id),
+            self.keys.execution_taken(execution_id),
+        ]
+        if not self.cluster:
+            keys += [self.keys.running(), self.keys.waiting()]
+        deadline = "" if waiting.wait_till is None else waiting.wait_till
+        args = [running.claim, waiting.encode(), self.ttl, resume_state, deadline, execution_id,
+                running.rev, attempt]  # fmt: skip
+        if self.cluster and waiting.wait_till is not None:
+            # Before the wait is recorded: a wait whose deadline nobody knows would last forever.
+            self.client.zadd(self.keys.waiting(), {execution_id: waiting.wait_till})
+        outcome, *rest = self._pause(keys=keys, args=args)
+        if outcome == "paused" and self.cluster:
+            self.client.zrem(self.keys.running(), execution_id)
+        return outcome, (rest[0] if rest else None)
 
-    def hold_lease(self, execution_id: str, lease_ms: int) -> None:
-        """Take an execution's lease whatever its status: a finished execution's worker holds
-        it until its final event is published (worker/execution_run.py)."""
-        self.client.zadd(self.keys.running(), {execution_id: now_ms() + lease_ms})
+    def end_wait(
+        self, waiting: ExecutionRecord, final: ExecutionRecord, result: FinalResult
+    ) -> bool:
+        """End a waiting execution (its time limit passed), its stream told."""
+        return self._end_step(waiting, final, {Status.WAITING}, result=result).written
 
-    def drop_lease(self, execution_id: str) -> None:
-        self.client.zrem(self.keys.running(), execution_id)
+    def finish(self, running: ExecutionRecord, final: ExecutionRecord, event: str) -> Ended:
+        """Record the outcome and publish the final event (`event`, '' when the outbox delivers
+        it itself) in one step. Replaces a `crashed` a reaper wrote while this worker could not
+        renew its lease: it was not lost, and this is what happened."""
+        return self._end_step(running, final, {Status.RUNNING}, event=event, claim=running.claim)
 
-    def renew_leases(self, execution_ids: builtins.list[str], lease_ms: int) -> None:
-        if execution_ids:
-            deadline = now_ms() + lease_ms
-            self.client.zadd(self.keys.running(), {i: deadline for i in execution_ids}, xx=True)
-
-    # --- stop -----------------------------------------------------------------------------
-    def request_stop(self, execution_id: str) -> dict[str, Any] | None:
-        """Stop an execution: a queued one is canceled here; a running one is told to stop
-        (the marker covers a worker that claims it just after the broadcast)."""
+    # --- anyone ---------------------------------------------------------------------------
+    def reap(self, execution_id: str) -> ExecutionRecord | None:
+        """End the execution `crashed` if it is lost (core/liveness.py), once the loss is
+        confirmed; the record as it now stands (None if gone)."""
         record = self.get(execution_id)
-        if record is None or record["status"] in FINISHED:
+        if record is None or record.finished:
             return record
-        if record["status"] in (Status.NEW, Status.WAITING):
-            why = ("The execution was stopped while it waited for a reply."
-                   if record["status"] == Status.WAITING
-                   else "The execution was stopped before it started.")  # fmt: skip
-            canceled = {**record, "status": Status.CANCELED, "stoppedAt": now_ms(), "error": why}
-            if self.transition(canceled, {Status(record["status"])}):
-                # Unnumbered: a control message a waiting stream takes as the end.
-                done = events.done({"status": Status.CANCELED, "error": canceled["error"]})
-                publish(self.client, self.keys.execution_events(execution_id), events.encode(done))
-                return canceled
-            return self.request_stop(execution_id)
-        # Two commands, not a pipeline: a cluster's pipeline refuses PUBLISH, which has no key
-        # (a broadcast to every node, as the stop is meant for every worker).
-        self.client.set(self.keys.execution_stop(execution_id), "1", ex=300)
-        self.client.publish(self.keys.stop_channel(), execution_id)
+        crashed = record.next(status=Status.CRASHED, error=self.lost_reason(record),
+                              stopped_at=now_ms())  # fmt: skip
+        final = FinalResult(Status.CRASHED, crashed.error)
+        ended = self._end_step(record, crashed, set(), result=final, reap=True)
+        if ended.outcome == "ok":
+            return crashed
+        if ended.outcome == "refused":  # written meanwhile by someone else: as it stands
+            return self.get(execution_id)
         return record
 
-    def stop_requested(self, execution_id: str) -> bool:
-        return bool(self.client.exists(self.keys.execution_stop(execution_id)))
+    def lost_reason(self, record: ExecutionRecord) -> str:
+        if record.status == Status.RUNNING:
+            return "The worker running this execution was lost (it stopped renewing its lease)."
+        waited = now_ms() - (record.queued_at or record.created_at)
+        if waited >= self.queue_timeout_ms:
+            return f"No worker started this execution within {self.queue_timeout_ms / 1000:g} s."
+        return "The worker that took this execution was lost before it could start it."
 
-    # --- lost executions ------------------------------------------------------------------
-    def mark_crashed_if_lost(self, execution_id: str, queue_timeout_s: float) -> dict | None:
-        """If the execution's worker is gone (lease expired) or no worker took it in time,
-        mark it crashed. Returns the record as it now stands."""
-        record = self.get(execution_id)
-        if record is None or record["status"] in FINISHED or record["status"] == Status.WAITING:
-            return record  # a waiting execution ends by its reply or its time limit
-        if record["status"] == Status.RUNNING:
-            deadline = self.client.zscore(self.keys.running(), execution_id)
-            if deadline is not None and deadline >= now_ms():
-                return record
-            reason = "The worker running this execution was lost (it stopped renewing its lease)."
-        else:
-            # A resumed execution is queued again: its wait counts from then (`queuedAt`).
-            queued = record.get("queuedAt") or record.get("createdAt") or now_ms()
-            waited = (now_ms() - int(queued)) / 1000
-            if waited < queue_timeout_s:
-                return record
-            reason = f"No worker started this execution within {queue_timeout_s:g} s."
-        crashed = {**record, "status": Status.CRASHED, "error": reason, "stoppedAt": now_ms()}
-        if self.transition(crashed, {Status(record["status"])}):
-            return crashed
-        return self.get(execution_id)
+    def verdicts(
+        self, execution_ids: builtins.list[str]
+    ) -> dict[str, tuple[ExecutionRecord | None, Verdict]]:
+        """Each execution's record and liveness, read in one round trip (the api's batched
+        quiet-stream checks). A lost one is only judged here: `reap` ends it."""
+        pipe = self.client.pipeline(transaction=False)
+        for execution_id in execution_ids:
+            pipe.get(self.keys.execution(execution_id))
+            pipe.exists(self.keys.execution_lease(execution_id))
+            pipe.exists(self.keys.execution_queued(execution_id))
+        replies = pipe.execute()
+        answers = {}
+        for i, execution_id in enumerate(execution_ids):
+            record = _decoded(replies[3 * i])
+            status = record.status if record is not None else None
+            verdict = liveness.judge(status, bool(replies[3 * i + 1]), bool(replies[3 * i + 2]))
+            answers[execution_id] = record, verdict
+        return answers
 
-    def reap_lost(self, queue_timeout_s: float, limit: int = 100) -> int:
-        """Mark every running execution whose lease expired as crashed."""
-        lost = self.client.zrangebyscore(self.keys.running(), "-inf", now_ms(), start=0, num=limit)
-        count = 0
-        for execution_id in lost:
-            record = self.mark_crashed_if_lost(execution_id, queue_timeout_s)
-            if record is not None and record["status"] == Status.CRASHED:
-                count += 1
-            elif record is None or record["status"] != Status.RUNNING:
-                # A lease nobody holds (a worker lost before it released a finished execution's,
-                # or a cluster's refused claim): dropped if not taken again meanwhile.
-                self._drop_lease_if_expired(
-                    keys=[self.keys.running()], args=[execution_id, now_ms()]
-                )
-        return count
+    # --- the end, in one step -------------------------------------------------------------
+    def _end_step(
+        self,
+        current: ExecutionRecord,
+        final: ExecutionRecord,
+        allowed: set[Status],
+        *,
+        result: FinalResult | None = None,
+        event: str = "",
+        claim: str = "",
+        reap: bool = False,
+    ) -> Ended:
+        """Write `final` over `current` (same revision, status in `allowed`), publish the
+        final event (`event`, or a control event of `result`), drop what kept it alive, and hand
+        its session's turn on."""
+        execution_id = current.id
+        if result is not None:
+            event = events.encode(events.done(result.to_json()))
+        keys = [
+            self.keys.execution(execution_id),
+            self.keys.execution_lease(execution_id),
+            self.keys.execution_queued(execution_id),
+            self.keys.execution_suspect(execution_id),
+            self.keys.execution_resume(execution_id),
+            self.keys.execution_replies(execution_id),
+            self.keys.execution_events(execution_id),
+            self.keys.execution_taken(execution_id),
+        ]
+        line = self.lines.key(current) or ""
+        if not self.cluster:
+            keys += [self.keys.running(), self.keys.queued(), self.keys.waiting(), line]
+        turn = self.keys.execution_turn("\0").split("\0")
+        args = [
+            current.rev,
+            ",".join(sorted(allowed)),
+            final.encode(),
+            self.ttl,
+            event,
+            publish_command(self.client),
+            claim,
+            int(reap),
+            execution_id,
+            turn[0],
+            turn[1],
+            liveness.CONFIRM_MS,
+        ]
+        outcome, *leftovers = self._end(keys=keys, args=args)
+        if outcome == "ok" and self.cluster:
+            pipe = self.client.pipeline(transaction=False)
+            for index in (self.keys.running(), self.keys.queued(), self.keys.waiting()):
+                pipe.zrem(index, execution_id)
+            pipe.execute()
+            if line:
+                self.lines.leave(line, execution_id)
+        return Ended(outcome, leftovers)
 
 
-def _alive(record: dict[str, Any] | None, deadline: float | None) -> bool:
-    """Can the head of a session's line still run (as `_TURN` judges it)?"""
-    if record is None:
-        return False
-    if record["status"] in (Status.NEW, Status.WAITING):
-        return True
-    return record["status"] == Status.RUNNING and deadline is not None and deadline >= now_ms()
-
-
-def _dump(record: dict[str, Any]) -> str:
-    return dumps(record, default=str)
+def _decoded(raw: str | bytes | None) -> ExecutionRecord | None:
+    if not raw:
+        return None
+    try:
+        return ExecutionRecord.decode(raw)
+    except (RecordError, ValueError, KeyError, TypeError):
+        return None  # not a record of ours (a version before this one): as if gone

@@ -13,13 +13,23 @@
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
 | execution:<id>:turn              | LIST    | wake-up token for an execution waiting for its session    |
+| execution:<id>:lease             | STRING  | held while a worker runs it (or holds it for its turn);   |
+|                                  |         | short TTL, renewed every second (core/liveness.py)        |
+| execution:<id>:queued            | STRING  | set while it waits in the broker's queue; TTL = the queue |
+|                                  |         | timeout                                                   |
+| execution:<id>:suspect           | STRING  | when it first looked lost (Redis time, ms); short TTL     |
+| execution:<id>:replies           | LIST    | chat messages that arrived while it was not waiting: its  |
+|                                  |         | next replies, in order (responseNodes)                    |
+| execution:<id>:taken             | STRING  | the reply a Chat node's wait last took, for a retry of it |
 | execution:<id>:stop              | STRING  | set when a stop was asked for; short TTL                  |
 | execution:<id>:resume            | STRING  | where a waiting execution resumes (engine state); TTL     |
 | execution:<id>:messages          | LIST    | Chat-node messages sent, in order, for the chat socket    |
 | execution:<id>:delivered         | STRING  | how many of those messages a chat socket has written      |
 | executions:waiting               | ZSET    | waiting executions with a time limit, score = deadline ms |
 | executions:stop                  | channel | ids of executions to stop, heard by every worker          |
-| executions:running               | ZSET    | running execution ids, score = lease deadline (ms)        |
+| executions:running               | ZSET    | leased execution ids, score = lease deadline (ms): where  |
+|                                  |         | reapers look; the lease key is the truth                  |
+| executions:queued                | ZSET    | new execution ids, score = queue deadline (ms): likewise  |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
 | push:<pushRef>                   | channel | editor events                                             |
@@ -186,6 +196,21 @@ class Keys:
     def execution_delivered(self, execution_id: str) -> str:
         return self._execution(execution_id, ":delivered")
 
+    def execution_lease(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":lease")
+
+    def execution_queued(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":queued")
+
+    def execution_suspect(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":suspect")
+
+    def execution_replies(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":replies")
+
+    def execution_taken(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":taken")
+
     def waiting(self) -> str:
         return f"{self.prefix}executions:waiting"
 
@@ -194,6 +219,9 @@ class Keys:
 
     def running(self) -> str:
         return f"{self.prefix}executions:running"
+
+    def queued(self) -> str:
+        return f"{self.prefix}executions:queued"
 
     def workflow_executions(self, workflow_id: str) -> str:
         return f"{self.prefix}executions:workflow:{workflow_id}"

@@ -69,6 +69,12 @@ class Settings:
     max_starting: int = 32
     # How long a request may wait for that turn before it is answered 503 with Retry-After.
     start_wait_seconds: float = 60.0
+    # How long a Redis command may take before it fails: past a failover or a pause of Redis
+    # (seconds, usually), short enough that a Redis that is gone is noticed.
+    redis_timeout_seconds: float = 30.0
+    # How long a stream waits for Redis to answer again before it ends with an error: the
+    # execution may well finish meanwhile, and its answer is then relayed whole.
+    redis_outage_seconds: float = 45.0
     # How long an execution may wait in the queue (no free worker) before it fails.
     queue_timeout_seconds: float = 300.0
     # How long one execution may run before it is stopped.
@@ -116,6 +122,8 @@ class Settings:
             lease_seconds=_float("MINI_N8N_LEASE_SECONDS", cls.lease_seconds),
             max_starting=_int("MINI_N8N_MAX_STARTING", cls.max_starting),
             start_wait_seconds=_float("MINI_N8N_START_WAIT", cls.start_wait_seconds),
+            redis_timeout_seconds=_float("MINI_N8N_REDIS_TIMEOUT", cls.redis_timeout_seconds),
+            redis_outage_seconds=_float("MINI_N8N_REDIS_OUTAGE", cls.redis_outage_seconds),
             queue_timeout_seconds=_float("MINI_N8N_QUEUE_TIMEOUT", cls.queue_timeout_seconds),
             execution_timeout_seconds=_float(
                 "MINI_N8N_EXECUTION_TIMEOUT", cls.execution_timeout_seconds

@@ -1,27 +1,21 @@
-"""Waiting executions (a Chat node waits for its user's reply) and the Chat-node messages of an
-execution, in Redis: what the workers and the api processes share about a conversation inside
-one execution (responseNodes mode).
+"""Conversations inside one execution (responseNodes mode, Chat node), in Redis: what the
+workers and the api processes share of them. The transitions themselves (a Chat node waits, a
+reply resumes it) are in core/executions.py.
 
 Keys (core/keys.py): `execution:<id>:resume` (where it resumes), `execution:<id>:messages` (the
 messages sent, in order), `execution:<id>:delivered` (how many of them a chat socket wrote),
-`executions:waiting` (deadlines of waits with a time limit).
+`execution:<id>:replies` (messages that came before it waited), `executions:waiting`
+(deadlines of waits with a time limit).
 
 - **A message** is appended to the execution's list and published on its event channel by one
   script, so its index `n` in the list is its identity. A chat socket subscribes (confirmed),
   replays the list from what was already delivered, then takes live events and skips any `n` it
   has written: a message is never missed and never written twice, whichever api process holds
   the socket, before or after a reconnect.
-- **Pausing** (a worker): the resume state is written, then the record moves `running ->
-  waiting`, keeping the session's turn (the reply belongs to this execution, no other message of
-  the session runs in between) and giving up the lease: no worker holds it any more.
-- **Resuming** (the api, on the reply): `waiting -> new` by compare-and-set, so one reply wins,
-  then a task is enqueued; any worker claims it `new -> running` as usual (core/executions.py).
-- **Expiry**: the workers' lease thread, which ticks every second anyway, sweeps
-  `executions:waiting` (ZRANGEBYSCORE up to now): a due wait moves `waiting -> error` and its
-  channel gets the `done` event. A sorted set rather than a Celery ETA task: with the Redis
-  transport an ETA task sits in the memory of the worker that reserved it and comes back only
-  after the visibility timeout (an hour) if that worker dies, while the set survives every
-  restart and costs one ZRANGEBYSCORE a second per worker, on a thread that already runs.
+- **Expiry**: the workers' lease thread sweeps `executions:waiting` (ZRANGEBYSCORE up to now)
+  every second. A sorted set rather than a Celery ETA task: with the Redis transport an ETA task
+  sits in the memory of the worker that reserved it and comes back only after the visibility
+  timeout (an hour) if that worker dies, while the set survives every restart.
 """
 
 from __future__ import annotations
@@ -29,20 +23,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core import events
 from core.clock import now_ms
-from core.executions import ExecutionStore, Status
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
 from core.jsontext import dumps
-from core.redis_clients import publish, publish_command
+from core.redis_clients import publish_command
+from core.results import FinalResult
 
-# KEYS: message list, event channel (one slot in a cluster). ARGV: message JSON, ttl s, the
-# publish command (SPUBLISH in a cluster). Returns the message's index.
+# KEYS: message list, event channel (one slot in a cluster). ARGV: message JSON (an object),
+# ttl s, the publish command (SPUBLISH in a cluster). Returns the message's index. The event is
+# put together as text: the script never decodes what a user wrote.
 _SEND = """
 local n = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-local body = cjson.decode(ARGV[1])
-body['n'] = n
-redis.call(ARGV[3], KEYS[2], cjson.encode({message = body}))
+local fields = string.sub(ARGV[1], 2)
+if fields == '}' then fields = '' else fields = ',' .. fields end
+redis.call(ARGV[3], KEYS[2], '{"message":{"n":' .. n .. fields .. '}')
 return n
 """
 
@@ -88,71 +84,29 @@ class WaitingStore:
         key = self.keys.execution_delivered(execution_id)
         self._delivered(keys=[key], args=[count, self.store.ttl])
 
-    # --- pause and resume -----------------------------------------------------------------
-    def pause(self, waiting: dict[str, Any], saved: dict[str, Any]) -> bool:
-        """Save what a resume needs, then `running -> waiting` (lease dropped, session turn
-        kept), with the record's `waitTill` as deadline if it has one. False if the record was
-        no longer running (stopped, or marked lost)."""
-        execution_id = waiting["id"]
-        self.client.set(self.keys.execution_resume(execution_id), dumps(saved), ex=self.store.ttl)
-        if not self.store.transition(waiting, {Status.RUNNING}, keep_turn=True):
-            return False
-        if waiting.get("waitTill"):
-            self.client.zadd(self.keys.waiting(), {execution_id: int(waiting["waitTill"])})
-        return True
-
+    # --- resume state ---------------------------------------------------------------------
     def resume_state(self, execution_id: str) -> dict[str, Any] | None:
         raw = self.client.get(self.keys.execution_resume(execution_id))
         return json.loads(raw) if raw else None
 
-    def claim_reply(self, execution_id: str) -> dict[str, Any] | None:
-        """Take the reply for a waiting execution: `waiting -> new`, the record to enqueue, or
-        None when it is not waiting (unknown, finished, or another reply won)."""
-        record = self.store.get(execution_id)
-        if record is None or record["status"] != Status.WAITING:
-            return None
-        queued = {**record, "status": Status.NEW, "queuedAt": now_ms(), "waitTill": None}
-        if not self.store.transition(queued, {Status.WAITING}, keep_turn=True):
-            return None
-        self.client.zrem(self.keys.waiting(), execution_id)
-        return queued
-
-    def forget(self, execution_id: str) -> None:
-        """The execution ended: its resume state is of no use any more."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.delete(self.keys.execution_resume(execution_id))
-        pipe.zrem(self.keys.waiting(), execution_id)
-        pipe.execute()
-
     # --- expiry ---------------------------------------------------------------------------
-    def expire_due(self, limit: int = 100) -> int:
-        """End every wait whose limit has passed; returns how many ended here."""
+    def due(self, limit: int = 100) -> list[ExecutionRecord]:
+        """Waiting executions whose time limit has passed."""
         now = now_ms()
-        due = self.client.zrangebyscore(self.keys.waiting(), "-inf", now, start=0, num=limit)
-        ended = 0
-        for execution_id in due:
+        ids = self.client.zrangebyscore(self.keys.waiting(), "-inf", now, start=0, num=limit)
+        due = []
+        for execution_id in ids:
             record = self.store.get(execution_id)
-            if record is not None and record["status"] == Status.WAITING:
-                if int(record.get("waitTill") or 0) > now:
+            if record is not None and record.status == Status.WAITING:
+                if (record.wait_till or 0) > now:
                     continue  # it waits again, with a later deadline
-                if self._expire(record, now):
-                    ended += 1
-            self.client.zrem(self.keys.waiting(), execution_id)
-        return ended
+                due.append(record)
+            else:
+                self.client.zrem(self.keys.waiting(), execution_id)
+        return due
 
-    def _expire(self, record: dict[str, Any], now: int) -> bool:
-        expired = {**record, "status": Status.ERROR, "error": EXPIRED, "stoppedAt": now}
-        if not self.store.transition(expired, {Status.WAITING}):
-            return False
-        execution_id = record["id"]
-        saved = self.resume_state(execution_id) or {}
-        done = events.done({"status": Status.ERROR, "error": EXPIRED, "expired": True})
-        pipe = self.client.pipeline(transaction=False)
-        publish(pipe, self.keys.execution_events(execution_id), events.encode(done))
-        if saved.get("pushRef"):  # a run from the editor: its chat panel hears the end too
-            finished = {"executionId": execution_id, "status": Status.ERROR, "error": EXPIRED}
-            push = events.push("executionFinished", finished)
-            publish(pipe, self.keys.push(saved["pushRef"]), events.encode(push))
-        pipe.delete(self.keys.execution_resume(execution_id))
-        pipe.execute()
-        return True
+    def expire(self, record: ExecutionRecord) -> bool:
+        """End a wait whose time limit passed: `waiting -> error`, its channel told."""
+        expired = record.next(status=Status.ERROR, error=EXPIRED, stopped_at=now_ms())
+        result = FinalResult(Status.ERROR, EXPIRED, expired=True)
+        return self.store.end_wait(record, expired, result)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.results import last_output
+
 
 @dataclass
 class Run:
@@ -29,14 +31,7 @@ class Run:
 
     def last_output(self) -> list[dict[str, Any]]:
         """Items of the last executed main node: n8n's lastNode response source."""
-        runs = self.run_data.get(self.last_node) if self.last_node else None
-        if not runs:
-            return []
-        task = runs[-1]
-        for branch in task.get("data", {}).get("main", []):
-            if branch:
-                return branch
-        return []
+        return last_output(self.run_data, self.last_node)
 
     def first_json(self) -> dict[str, Any] | None:
         items = self.last_output()

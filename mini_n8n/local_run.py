@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from core.jsontext import dumps
+from core import chunks
 from core.keys import Keys
 from core.redis_clients import connect
 from core.settings import Settings
@@ -30,7 +30,7 @@ def run_file(
         return 2
 
     def write(chunk: dict[str, Any]) -> None:
-        out.write(dumps(chunk) + "\n")
+        out.write(chunks.line(chunk))
         out.flush()
 
     services = Services(

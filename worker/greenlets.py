@@ -24,3 +24,19 @@ def _gevent_patched() -> bool:
     from gevent import monkey
 
     return bool(monkey.is_module_patched("socket") and monkey.is_module_patched("threading"))
+
+
+def start_os_thread(fn: Callable[[], None]) -> None:
+    """Run `fn` on an OS thread of its own, even under gevent's monkey-patching (which makes
+    `threading.Thread` a greenlet): it then gets the interpreter every few milliseconds
+    whatever the greenlets do. Under gevent, the thread runs a hub of its own, so the sockets it
+    opens (patched) wait on that hub: it must open its own, never share a greenlet's."""
+    if _gevent_patched():
+        from gevent import monkey
+
+        start_new_thread = monkey.get_original("_thread", "start_new_thread")
+        start_new_thread(fn, ())
+        return
+    import threading
+
+    threading.Thread(target=fn, name="heartbeat", daemon=True).start()

@@ -1,12 +1,17 @@
-"""The leases of one worker's running executions, the reaping of everyone's lost ones, and the
-worker's shutdown deadline.
+"""The leases of one worker's executions, the reaping of everyone's lost ones, the sweep of
+Chat-node waits whose time ran out, and the worker's shutdown deadline.
 
-A running execution holds a lease (`executions:running`, score = deadline) that its worker
-renews every second; a lease that runs out means the worker was lost, and whoever looks first
-(an api relay streaming the execution, or any worker's reaper here) marks it crashed, so its
-stream ends with an error line (core/executions.py). The same once-a-second loop ends the waits
-of Chat nodes whose time limit passed (core/waiting.py) and watches over a warm shutdown: it
-stops what outlives the grace period and ends the process once idle.
+Two loops, once a second each:
+- **The heartbeat** renews the lease of every execution this worker holds (core/leases.py). It
+  runs on an OS thread of its own with its own Redis connection, not a greenlet: a greenlet runs
+  only when the others yield, and a node that computes (a long expression, a large JSON) or a
+  pool of executions waiting for connections would hold it back until the lease ran out, and a
+  living worker would be called lost. An OS thread gets the interpreter every few milliseconds
+  whatever the greenlets do.
+- **The watch** (a greenlet under gevent) reaps what looks lost (core/executions.py `reap`: an
+  execution whose worker stopped renewing, or that no worker started within the queue timeout),
+  ends the waits whose time limit passed (core/waiting.py), and watches over a warm shutdown: it
+  stops what outlives the grace period and ends the process once idle.
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from collections.abc import Callable
 import redis
 
 from core.executions import ExecutionStore
+from core.leases import LeaseStore
 from core.settings import Settings
 from core.waiting import WaitingStore
+from worker.greenlets import start_os_thread
 from worker.stops import Stops
 
 log = logging.getLogger("mini_n8n.worker")
 
 RENEW_EVERY_SECONDS = 1.0
-REAP_EVERY_SECONDS = 5.0
+REAP_EVERY_SECONDS = 1.0
 # After a shutdown began, how long the worker stays up at least, however idle it is.
 EXIT_IDLE_AFTER_SECONDS = 1.0
 
@@ -41,23 +48,60 @@ def exit_process() -> None:
     os._exit(0)
 
 
+class Heartbeat:
+    """Renews this worker's leases every second, on an OS thread with its own connection."""
+
+    def __init__(self, stops: Stops, connect: Callable[[], LeaseStore]):
+        self.stops = stops
+        self._connect = connect  # builds the thread's own LeaseStore (and Redis connection)
+        self._closing = False
+        self._started = False
+        self._lock = threading.Lock()
+        self.beats = 0  # rounds that renewed (tests watch it)
+
+    def start(self) -> None:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                start_os_thread(self._loop)
+
+    def close(self) -> None:
+        self._closing = True
+
+    def _loop(self) -> None:
+        leases: LeaseStore | None = None
+        while not self._closing:
+            started = time.monotonic()
+            try:
+                leases = leases or self._connect()
+                leases.renew(self.stops.held())
+                self.beats += 1
+            except redis.RedisError as err:
+                log.warning("could not renew execution leases: %s", err)
+            except Exception:  # the leases keep every execution alive: never stop renewing
+                log.exception("renewing leases failed")
+            time.sleep(max(RENEW_EVERY_SECONDS - (time.monotonic() - started), 0.05))
+
+
 class Leases:
     def __init__(
         self,
         settings: Settings,
         store: ExecutionStore,
+        leases: LeaseStore,
         stops: Stops,
         outbox,
         *,
+        expire_wait: Callable | None = None,
         clock: Callable[[], float] = time.monotonic,
         end_process: Callable[[], None] = exit_process,
     ):
         self.store = store
+        self.leases = leases
         self.waits = WaitingStore(store)
         self.stops = stops  # which executions run here, and how to stop them all
         self.outbox = outbox  # a shutdown waits until it has published everything
-        self.lease_ms = int(settings.lease_seconds * 1000)
-        self.queue_timeout_seconds = settings.queue_timeout_seconds
+        self._expire_wait = expire_wait or self.waits.expire
         self._clock = clock  # monotonic seconds
         self._end_process = end_process  # tests pass their own
         self._last_reap: float | None = None
@@ -68,10 +112,10 @@ class Leases:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Start renewing in the background (once)."""
+        """Start watching in the background (once)."""
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="leases", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
                 self._thread.start()
 
     def close(self) -> None:
@@ -82,38 +126,40 @@ class Leases:
             self.tick()
 
     def tick(self) -> None:
-        """One round: stop what outlived a shutdown's grace, exit if done, renew, reap, end
-        expired waits."""
+        """One round: stop what outlived a shutdown's grace, exit if done, reap, end expired
+        waits."""
         try:
             if self._stop_all_at is not None and self._clock() >= self._stop_all_at:
                 self.stops.stop_all()
-            running = self.stops.running()
-            self._exit_if_done(running)
-            self.store.renew_leases(running, self.lease_ms)
+            self._exit_if_done(self.stops.running())
             self._reap_if_due()
-            self.waits.expire_due()
+            for record in self.waits.due():
+                self._expire_wait(record)
         except redis.RedisError as err:
-            log.warning("could not renew execution leases: %s", err)
-        except Exception:  # leases keep every running execution alive: never stop renewing
-            log.exception("renewing leases failed")
+            log.warning("could not look for lost executions: %s", err)
+        except Exception:  # never stop watching
+            log.exception("looking for lost executions failed")
 
     def _reap_if_due(self) -> None:
         now = self._clock()
-        if self._last_reap is not None and now - self._last_reap <= REAP_EVERY_SECONDS:
+        if self._last_reap is not None and now - self._last_reap < REAP_EVERY_SECONDS:
             return
         self._last_reap = now
-        self.store.reap_lost(self.queue_timeout_seconds)
+        for execution_id in self.leases.candidates():
+            record = self.store.reap(execution_id)
+            if record is None or record.finished or record.status == "waiting":
+                self.leases.forget(execution_id)
 
     # --- shutdown -------------------------------------------------------------------------
     def stop_all_after(self, grace_seconds: float) -> None:
-        """Warm shutdown: running executions may finish within the grace period; then the lease
-        thread stops them, so their streams end with an error line instead of waiting on a dead
+        """Warm shutdown: running executions may finish within the grace period; then the watch
+        stops them, so their streams end with an error line instead of waiting on a dead
         worker. (Called from a signal handler: it only sets a deadline.)"""
         now = self._clock()
         self._stop_all_at = now + grace_seconds
         # Celery's own warm shutdown of a gevent worker can take seconds after the last task
         # (and occasionally far longer); once nothing runs and everything is published, there
-        # is nothing left to protect: the lease thread then ends the process.
+        # is nothing left to protect: the watch then ends the process.
         self._exit_when_idle_after = now + EXIT_IDLE_AFTER_SECONDS
 
     def _exit_if_done(self, running: list[str]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -23,7 +22,7 @@ from prometheus_client import (
 )
 
 from core.clock import now_ms
-from core.executions import FINISHED
+from core.execution_record import FINISHED, ExecutionRecord
 
 log = logging.getLogger("mini_n8n.worker")
 
@@ -74,12 +73,12 @@ class WorkerMetrics:
         for status in ("success", "error"):
             self.model_requests.labels(status)
 
-    def claimed(self, record: dict[str, Any]) -> Claim:
+    def claimed(self, record: ExecutionRecord) -> Claim:
         """An execution was claimed (`new -> running`): it runs until its Claim is closed."""
         # A resumed execution (a Chat node's reply) was queued again at `queuedAt`.
-        created_ms = record.get("queuedAt") or record.get("createdAt")
-        if isinstance(created_ms, int | float):
-            self.queue_wait.observe(max(now_ms() - created_ms, 0) / 1000)
+        queued_ms = record.queued_at or record.created_at
+        if queued_ms:
+            self.queue_wait.observe(max(now_ms() - queued_ms, 0) / 1000)
         self.running.inc()
         return Claim(self)
 

@@ -5,6 +5,12 @@ Tokens produced while a publish is in flight wait for the next one, so a fast mo
 coalesce into a few messages, and the execution never blocks on Redis per token. Each flush is
 one pipeline: one round trip for every execution that has something to send. The messages are
 core.events: consecutive chunks become one numbered `lines` event.
+
+The final event is not published here: once everything before it is out (`flush`), the outbox
+numbers it (`final`) and the execution's end publishes it in the same step that records the
+outcome (core/executions.py `finish`). While Redis is unreachable a batch is tried again, with
+backoff, for up to PUBLISH_RETRY_SECONDS; what still fails is dropped, and its subscribers see
+the gap in the numbering when the final event comes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,12 +26,15 @@ from typing import Any
 
 import redis
 
-from core import events
+from core import chunks, events
 from core.events import Event, Kind
-from core.jsontext import dumps
 from core.redis_clients import publish
+from core.results import FinalResult
+from core.retry import TRANSIENT
 
 log = logging.getLogger("mini_n8n.outbox")
+
+PUBLISH_RETRY_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,16 @@ class _Chunk:
 
 
 def _chunk(chunk: dict[str, Any]) -> _Chunk:
-    return _Chunk(dumps(chunk) + "\n", str(chunk.get("type")))
+    return _Chunk(chunks.line(chunk), str(chunk.get("type")))
+
+
+class _Flush:
+    """A marker in a channel's queue: set once everything before it was handled."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
 
 
 def _joined(chunks: list[_Chunk]) -> Event:
@@ -48,13 +67,15 @@ def _joined(chunks: list[_Chunk]) -> Event:
 
 
 class Outbox:
-    def __init__(self, client: redis.Redis):
+    publishes_final = True  # the end's own step publishes the final event (see above)
+
+    def __init__(self, client: redis.Redis, sleep: Callable[[float], None] = time.sleep):
         self.client = client
+        self._sleep = sleep
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: OrderedDict[str, list[Event | _Chunk]] = OrderedDict()  # in order
+        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush]] = OrderedDict()  # in order
         self._seq: dict[str, int] = {}
-        self._flushed: dict[str, threading.Event] = {}
         self._thread: threading.Thread | None = None
         self._busy = False
 
@@ -64,7 +85,7 @@ class Outbox:
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
         with self._lock:
-            return not self._pending and not self._flushed and not self._busy
+            return not self._pending and not self._busy
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         """An editor push event: {"type": ..., "data": ...}."""
@@ -73,15 +94,24 @@ class Outbox:
     def response(self, channel: str, response: dict[str, Any]) -> None:
         self._put(channel, events.response(response))
 
-    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
-        """Queue the final event; the returned event is set once it has been published."""
-        flushed = threading.Event()
-        with self._lock:
-            self._flushed[channel] = flushed
-        self._put(channel, events.done(result))
-        return flushed
+    def flush(self, channel: str) -> threading.Event:
+        """Set once everything handed over for `channel` so far has been published (or, after
+        PUBLISH_RETRY_SECONDS of failures, dropped)."""
+        marker = _Flush()
+        self._put(channel, marker)
+        return marker.done
 
-    def _put(self, channel: str, event: Event | _Chunk) -> None:
+    def final(self, channel: str, result: FinalResult) -> tuple[str, int]:
+        """The channel's final event, numbered after everything flushed before it, and that
+        number; the channel is then forgotten. The caller publishes it (core/executions.py)."""
+        with self._lock:
+            seq = self._seq.pop(channel, 0)
+        return events.encode(events.done(result.to_json(), seq)), seq
+
+    def delivered(self, channel: str, event: str) -> None:
+        """The final event went out with the end's own step: nothing left to do here."""
+
+    def _put(self, channel: str, event: Event | _Chunk | _Flush) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
             if self._thread is None or not self._thread.is_alive():
@@ -106,7 +136,7 @@ class Outbox:
             finally:
                 self._finish(batch)
 
-    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk]]) -> None:
+    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for channel, pending in batch.items():
             try:
@@ -118,60 +148,65 @@ class Outbox:
                 continue
             for message in messages:
                 publish(pipe, channel, message)
-        for attempt in (1, 2):
+        if not len(pipe):
+            return
+        delay, deadline = 0.1, time.monotonic() + PUBLISH_RETRY_SECONDS
+        while True:
             try:
                 pipe.execute()
-                break
-            except redis.RedisError as err:
-                # Subscribers notice a gap (sequence numbers) or the silence (keepalive checks),
-                # and the execution record tells the truth about the execution.
-                log.warning(
-                    "publishing %d channel(s) failed (attempt %d): %s", len(batch), attempt, err
-                )
+                return
+            except TRANSIENT as err:
+                # A publish that timed out may have gone out: subscribers drop a repeated
+                # number (api/relay.py). Past the bound the gap tells them it was lost.
+                if time.monotonic() + delay > deadline:
+                    log.error("publishing %d channel(s) failed, dropped: %s", len(batch), err)
+                    return
+                log.warning("publishing %d channel(s) failed, retrying: %s", len(batch), err)
+                self._sleep(delay)
+                delay = min(delay * 2, 2.0)
 
-    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk]]) -> None:
-        """Whatever happened to the batch, executions waiting for their last event go on."""
+    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
+        """Whatever happened to the batch, executions waiting for a flush go on."""
         with self._lock:
             self._busy = False
-            for channel, pending in batch.items():
-                if pending and _is_done(pending[-1]):
-                    self._seq.pop(channel, None)
-                    event = self._flushed.pop(channel, None)
-                    if event:
-                        event.set()
+        for pending in batch.values():
+            for entry in pending:
+                if isinstance(entry, _Flush):
+                    entry.done.set()
 
-    def _messages(self, channel: str, pending: list[Event | _Chunk]) -> list[str]:
+    def _messages(self, channel: str, pending: list[Event | _Chunk | _Flush]) -> list[str]:
         """Consecutive chunks become one `lines` event; other events keep their place."""
         messages: list[str] = []
-        chunks: list[_Chunk] = []
+        lines: list[_Chunk] = []
         for entry in pending:
-            if isinstance(entry, _Chunk):
-                chunks.append(entry)
+            if isinstance(entry, _Flush):
                 continue
-            if chunks:
-                messages.append(self._message(channel, _joined(chunks)))
-                chunks = []
+            if isinstance(entry, _Chunk):
+                lines.append(entry)
+                continue
+            if lines:
+                messages.append(self._message(channel, _joined(lines)))
+                lines = []
             messages.append(self._message(channel, entry))
-        if chunks:
-            messages.append(self._message(channel, _joined(chunks)))
+        if lines:
+            messages.append(self._message(channel, _joined(lines)))
         return messages
 
     def _message(self, channel: str, event: Event) -> str:
         if event.kind == Kind.PUSH:  # push channels mix executions and workers: no sequence
             return events.encode(event)
-        seq = self._seq.get(channel, 0)
-        self._seq[channel] = seq + 1
+        with self._lock:
+            seq = self._seq.get(channel, 0)
+            self._seq[channel] = seq + 1
         return events.encode(events.numbered(event, seq))
-
-
-def _is_done(entry: Event | _Chunk) -> bool:
-    return isinstance(entry, Event) and entry.kind == Kind.DONE
 
 
 class LocalOutbox:
     """The outbox of regular mode, where the api runs executions itself: execution events go
     straight to this process's streams; editor push events still go through Redis, since the
     editor's SSE connection may be held by another api process."""
+
+    publishes_final = False  # delivered here, once the end is recorded
 
     def __init__(self, client: redis.Redis, deliver: Callable[[str, str], None]):
         self.client = client
@@ -188,13 +223,19 @@ class LocalOutbox:
     def response(self, channel: str, response: dict[str, Any]) -> None:
         self._send(channel, events.response(response))
 
-    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
-        self._send(channel, events.done(result))
-        with self._lock:
-            self._seq.pop(channel, None)
+    def flush(self, channel: str) -> threading.Event:
         flushed = threading.Event()
         flushed.set()
         return flushed
+
+    def final(self, channel: str, result: FinalResult) -> tuple[str, int]:
+        with self._lock:
+            seq = self._seq.pop(channel, 0)
+        return events.encode(events.done(result.to_json(), seq)), seq
+
+    def delivered(self, channel: str, event: str) -> None:
+        """The end is recorded: now its stream gets the final event."""
+        self._deliver(channel, event)
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         with contextlib.suppress(redis.RedisError):

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.execution_record import ExecutionRecord
 from engine.hooks import Hooks
 from worker.publisher import Outbox
 
 
 class PushHooks:
-    def __init__(self, outbox: Outbox, channel: str, record: dict[str, Any]):
+    def __init__(self, outbox: Outbox, channel: str, record: ExecutionRecord):
         self.outbox = outbox
         self.channel = channel
-        self.execution_id = record["id"]
-        self.workflow_id = record.get("workflowId")
+        self.execution_id = record.id
+        self.workflow_id = record.workflow_id
 
     def attach(self, hooks: Hooks) -> None:
         hooks.add_handler("workflowExecuteBefore", self._started)

@@ -14,6 +14,7 @@ import redis
 
 from core.executions import ExecutionStore
 from core.keys import Keys
+from core.leases import LeaseStore
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
@@ -21,7 +22,7 @@ from engine.services import Services
 from memory.window import InProcessMemory
 from worker import greenlets, warmup
 from worker.execution_run import ExecutionRunner
-from worker.leases import Leases
+from worker.leases import Heartbeat, Leases
 from worker.metrics import WorkerMetrics
 from worker.publisher import Outbox
 from worker.stops import Stops
@@ -40,7 +41,14 @@ class WorkerRuntime:
         self.settings = settings
         self.keys = Keys.from_settings(settings)
         self.client = client or _client(settings)
-        self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
+        self.store = ExecutionStore(
+            self.client,
+            self.keys,
+            settings.executions_ttl,
+            queue_timeout_seconds=settings.queue_timeout_seconds,
+            lease_seconds=settings.lease_seconds,
+        )
+        self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
         self.services = _services(self.client, self.keys)
@@ -48,9 +56,16 @@ class WorkerRuntime:
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.stops = Stops(settings.redis_url, self.keys.stop_channel())
-        self.leases = Leases(settings, self.store, self.stops, self.outbox)
+        self.leases = Leases(settings, self.store, self.lease_store, self.stops, self.outbox)
+        self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases)
         self.runner = ExecutionRunner(
-            settings, self.store, self.outbox, self.services, self.stops, metrics=self.metrics
+            settings,
+            self.store,
+            self.lease_store,
+            self.outbox,
+            self.services,
+            self.stops,
+            metrics=self.metrics,
         )
         self._metrics_server: WSGIServer | None = None
 
@@ -66,8 +81,21 @@ class WorkerRuntime:
 
     def start_background(self) -> None:
         """Renew leases, reap lost executions and hear stop requests, from now on."""
+        self.heartbeat.start()
         self.leases.start()
         self.stops.start()
+
+    def _heartbeat_leases(self) -> LeaseStore:
+        """The heartbeat's own LeaseStore, built on its own thread: its own connection, never
+        one of the greenlets' pool (worker/leases.py)."""
+        client = connect(
+            self.settings.redis_url,
+            self.settings.redis_cluster,
+            decode_responses=True,
+            socket_timeout=self.settings.redis_timeout_seconds,
+            client_name="mini-n8n-heartbeat",
+        )
+        return LeaseStore(client, self.keys, self.settings.lease_seconds)
 
     def serve_metrics(self) -> None:
         """Serve this worker's /metrics on MINI_N8N_WORKER_METRICS_PORT, if set (the Celery
@@ -85,6 +113,7 @@ class WorkerRuntime:
 
     def close(self) -> None:
         """Stop the background threads (leases, stop listener) once no execution runs."""
+        self.heartbeat.close()
         self.leases.close()
         self.stops.close()
         if self._metrics_server is not None:
@@ -115,6 +144,9 @@ def _client(settings: Settings) -> redis.Redis:
         settings.redis_cluster,
         blocking_pool=REDIS_POOL_SIZE,  # per node in a cluster
         timeout=30,
+        # Rides out a Redis pause or failover: a command waits rather than fails (core/retry.py
+        # covers what takes longer).
+        socket_timeout=settings.redis_timeout_seconds,
         decode_responses=True,
         health_check_interval=30,
         client_name="mini-n8n-worker",

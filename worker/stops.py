@@ -25,22 +25,35 @@ class Stops:
         self.channel = channel
         self.listening = threading.Event()  # set while Redis has confirmed the subscription
         self._running: dict[str, threading.Event] = {}
+        # Execution id -> the token of this worker's hold on it: what the heartbeat renews,
+        # read from a thread of its own (worker/leases.py) as a copy, without the lock.
+        self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._pubsub = None
         self._thread: threading.Thread | None = None
 
     # --- the switches ---------------------------------------------------------------------
-    def add(self, execution_id: str) -> threading.Event:
-        """The cancel event of an execution this worker is about to run."""
+    def add(self, execution_id: str, token: str = "") -> threading.Event:
+        """The cancel event of an execution this worker took (to run it, or to hold it until
+        its session's turn comes); its lease is renewed with `token` until it is removed."""
         cancel = threading.Event()
         with self._lock:
             self._running[execution_id] = cancel
+            self._tokens = {**self._tokens, execution_id: token}
         return cancel
 
     def remove(self, execution_id: str) -> None:
         with self._lock:
             self._running.pop(execution_id, None)
+            tokens = dict(self._tokens)
+            tokens.pop(execution_id, None)
+            self._tokens = tokens
+
+    def held(self) -> dict[str, str]:
+        """Execution id -> token of everything this worker holds. Safe from any thread: the
+        map is replaced, never changed in place."""
+        return self._tokens
 
     def running(self) -> list[str]:
         with self._lock:

@@ -7,6 +7,8 @@ from flask import jsonify, request
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
+from core.execution_record import ExecutionRecord
+from core.stops import request_stop
 
 MAX_LIST = 200
 SUMMARY_DROP = ("runData",)  # the list shows status and times; run data comes with `get`
@@ -19,23 +21,23 @@ def list_executions():
         raise ApiError(400, 'The "workflowId" query parameter is required')
     limit = _limit(request.args.get("limit"))
     records = runtime().executions.list(workflow_id, limit)
-    return jsonify({"data": [_summary(r) for r in records]})
+    return jsonify({"data": [_summary(r.to_json()) for r in records]})
 
 
 @bp.get("/executions/<execution_id>")
 def get_execution(execution_id: str):
-    return jsonify(_record(execution_id))
+    return jsonify(_record(execution_id).to_json())
 
 
 @bp.post("/executions/<execution_id>/stop")
 def stop_execution(execution_id: str):
-    record = runtime().executions.request_stop(execution_id)
+    record = request_stop(runtime().executions, execution_id)
     if record is None:
         raise ApiError(404, f"execution {execution_id} not found")
-    return jsonify(record)
+    return jsonify(record.to_json())
 
 
-def _record(execution_id: str) -> dict:
+def _record(execution_id: str) -> ExecutionRecord:
     record = runtime().executions.get(execution_id)
     if record is None:
         raise ApiError(404, f"execution {execution_id} not found")

@@ -22,9 +22,10 @@ def preview_expression():
     _, workflow = runtime().workflows.load(str(body.get("workflowId") or ""))
     if node not in workflow.nodes:
         raise ApiError(404, f'the workflow has no node "{node}"')
-    record = runtime().executions.get(str(body.get("executionId") or "")) or {}
+    record = runtime().executions.get(str(body.get("executionId") or ""))
+    run_data = record.run_data if record is not None else {}
     try:
-        result = preview(expression, workflow, record.get("runData") or {}, node)
+        result = preview(expression, workflow, run_data, node)
     except ExpressionError as err:
         return jsonify({"error": str(err)})
     return jsonify({"result": result})

@@ -11,12 +11,12 @@ from flask import jsonify, request
 
 from api import bodies
 from api.chat_trigger import validate_chat_body
-from api.conversation import reply_to_waiting
+from api.conversation import ReplyRefused, deliver, unfinished_in_session
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
 from core.workflow_store import WorkflowNotFound
-from engine.nodes.chat_trigger import ChatTrigger
+from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 
 PUSH_REF = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # becomes part of a Redis channel name
 SUMMARY_KEYS = ("id", "name", "active", "tags", "updatedAt")
@@ -92,16 +92,23 @@ def chat_run(workflow_id: str):
     validate_chat_body(message)
     raw, workflow = rt.workflows.load(workflow_id)
     trigger = _chat_trigger(workflow, body.get("triggerNode"))
-    resumed = reply_to_waiting(rt, workflow.id, session_id, message)
-    if resumed is not None:  # a Chat node of this session waits: the message is its reply
-        return jsonify({"executionId": resumed, "sessionId": session_id, "resumed": True})
+    # A chat answered by Chat nodes: while one of its executions is unfinished in this session,
+    # the message is that execution's (api/conversation.py), as in production.
+    replies = chat_settings(workflow.nodes[trigger]).response_mode == "responseNodes"
+    current = unfinished_in_session(rt, workflow.id, session_id) if replies else None
+    if current is not None:
+        try:
+            deliver(rt, current, session_id, message)
+            return jsonify({"executionId": current.id, "sessionId": session_id, "resumed": True})
+        except ReplyRefused:
+            pass  # it finished meanwhile: the message starts the next one
     launched = rt.launcher.start(
         raw,
         workflow,
         trigger,
         [{"json": message}],
         mode="manual",
-        response_mode="onReceived",
+        response_mode="responseNodes" if replies else "onReceived",
         session_id=session_id,
         push_ref=push_ref,
         streaming=True,

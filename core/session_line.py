@@ -1,0 +1,138 @@
+"""A chat session's line (`session:<workflowId>:<sessionId>`): its executions in arrival order,
+so they run one at a time (DESIGN invariant 4).
+
+An execution joins the line when it is created (core/executions.py `create`) and leaves it when
+it ends, waking the new head (`execution:<id>:turn`). A worker holding an execution that is not
+at the head waits for that wake-up, and looks again every second meanwhile: the line never keeps
+a dead head. Walking the line drops heads that ended (or whose record is gone); a head that looks
+lost (core/liveness.py) is reported, so the walker reaps it, which ends it and hands the turn on.
+A waiting execution (a Chat node) keeps its place: the next message of its session is its
+reply, never an execution that would run beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core import liveness
+from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, header
+from core.keys import Keys
+from core.redis_clients import is_cluster
+
+# KEYS: the line. ARGV: execution id, then the halves around an id of the record, lease and
+# queued keys.
+_TURN = f"""
+local function status_of(raw)
+  if not raw then return false end
+  local status = string.match(raw, '{LUA_HEADER}')
+  return status or false
+end
+{liveness.LUA_JUDGE}
+while true do
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if not head or head == ARGV[1] then return {{1}} end
+  local status = status_of(redis.call('GET', ARGV[2] .. head .. ARGV[3]))
+  local verdict = judge(status, redis.call('EXISTS', ARGV[4] .. head .. ARGV[5]) == 1,
+                        redis.call('EXISTS', ARGV[6] .. head .. ARGV[7]) == 1)
+  if verdict == 'alive' then return {{0}} end
+  if verdict == 'lost' then return {{0, head}} end
+  redis.call('LPOP', KEYS[1])
+end
+"""
+
+# Leave the line; the new head, if any, is whose turn it is now (cluster: the wake-up follows).
+# KEYS: the line. ARGV: execution id
+_LEAVE = """
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+return redis.call('LINDEX', KEYS[1], 0)
+"""
+
+# Drop the head of a line if it is still the one found ended.
+# KEYS: the line. ARGV: that head
+_DROP_HEAD = """
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then redis.call('LPOP', KEYS[1]) end
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    mine: bool
+    lost_head: str | None = None  # the head ahead, which looks lost: reap it, then look again
+
+
+class SessionLine:
+    def __init__(self, client, keys: Keys):
+        self.client = client
+        self.keys = keys
+        self.cluster = is_cluster(client)
+        self._turn = client.register_script(_TURN)
+        self._leave = client.register_script(_LEAVE)
+        self._drop_head = client.register_script(_DROP_HEAD)
+
+    def load_scripts(self) -> None:
+        scripts = (self._leave, self._drop_head) if self.cluster else (self._turn,)
+        for script in scripts:
+            self.client.script_load(script.script)
+
+    def key(self, record: ExecutionRecord) -> str | None:
+        """The line of the record's chat session, if it belongs to one."""
+        if not record.session_id:
+            return None
+        return self.keys.session_queue(record.workflow_id, record.session_id)
+
+    def head(self, line: str) -> str | None:
+        return self.client.lindex(line, 0)
+
+    def turn(self, execution_id: str, line: str) -> Turn:
+        """Is it this execution's turn? Heads that ended are dropped on the way."""
+        if self.cluster:
+            return self._turn_in_steps(execution_id, line)
+        halves = [
+            *self.keys.execution("\0").split("\0"),
+            *self.keys.execution_lease("\0").split("\0"),
+            *self.keys.execution_queued("\0").split("\0"),
+        ]
+        mine, *lost = self._turn(keys=[line], args=[execution_id, *halves])
+        return Turn(bool(mine), lost[0] if lost else None)
+
+    def _turn_in_steps(self, execution_id: str, line: str) -> Turn:
+        """`turn` in a cluster: the line's head, then its keys (one slot), one read each."""
+        while True:
+            head = self.client.lindex(line, 0)
+            if not head or head == execution_id:
+                return Turn(True)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(self.keys.execution(head))
+            pipe.exists(self.keys.execution_lease(head))
+            pipe.exists(self.keys.execution_queued(head))
+            raw, leased, queued = pipe.execute()
+            verdict = liveness.judge(_status(raw), bool(leased), bool(queued))
+            if verdict == liveness.Verdict.ALIVE:
+                return Turn(False)
+            if verdict == liveness.Verdict.LOST:
+                return Turn(False, head)
+            self._drop_head(keys=[line], args=[head])
+
+    def wait(self, execution_id: str, timeout: float) -> None:
+        """Block until woken by the execution ahead, or `timeout` passes."""
+        self.client.blpop([self.keys.execution_turn(execution_id)], timeout=max(timeout, 0.01))
+
+    def leave(self, line: str, execution_id: str) -> None:
+        """Leave the line and wake its new head (a cluster's second step of an end; on one
+        Redis the end's own script does this)."""
+        head = self._leave(keys=[line], args=[execution_id])
+        if head:
+            pipe = self.client.pipeline(transaction=True)  # one slot: the head's turn key
+            pipe.rpush(self.keys.execution_turn(head), "1")
+            pipe.expire(self.keys.execution_turn(head), 60)
+            pipe.execute()
+
+
+def _status(raw: str | None):
+    if not raw:
+        return None
+    try:
+        return header(raw).status
+    except (RecordError, ValueError):
+        return None

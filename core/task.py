@@ -1,0 +1,96 @@
+"""The Celery task's payload (`run_execution`): one type, one encoder, one decoder.
+
+It crosses from the api (or a worker that resumes a wait) to whichever worker takes the task, as
+the task's one JSON argument. It carries the record as it was when the task was sent, so the
+claim can compare-and-set on its revision without reading it first, and what the engine needs
+to start (or continue) the execution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.execution_record import ExecutionRecord
+
+
+class PayloadError(ValueError):
+    """A task message that is not one of ours."""
+
+
+@dataclass(slots=True)
+class TaskPayload:
+    record: ExecutionRecord
+    # Where the workflow comes from: a stored version's reference (queue mode: the message
+    # stays small, core/workflow_snapshots.py) or the workflow JSON itself (regular mode).
+    workflow_ref: dict[str, str] | None = None
+    workflow: dict[str, Any] | None = None
+    start_node: str | None = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+    streaming: bool = False
+    response_mode: str | None = None
+    push_ref: str | None = None  # an editor's push channel, for a run started there
+    # The user's reply to a waiting execution: this task continues it rather than starts it.
+    reply: dict[str, Any] | None = None
+    # A waiting execution whose time limit passed: continued with no reply.
+    expired: bool = False
+
+    @property
+    def resumes(self) -> bool:
+        return self.reply is not None or self.expired
+
+    def source(self) -> dict[str, Any]:
+        """The workflow's source as a resume carries it on (the same version it started with)."""
+        if self.workflow_ref is not None:
+            return {"workflowRef": self.workflow_ref}
+        return {"workflow": self.workflow}
+
+    def encode(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "record": self.record.to_json(),
+            "startNode": self.start_node,
+            "items": self.items,
+            "streaming": self.streaming,
+            "responseMode": self.response_mode,
+            "pushRef": self.push_ref,
+            **self.source(),
+        }
+        if self.reply is not None:
+            message["reply"] = self.reply
+        if self.expired:
+            message["expired"] = True
+        return message
+
+    @classmethod
+    def decode(cls, message: Any) -> TaskPayload:
+        if not isinstance(message, dict) or not isinstance(message.get("record"), dict):
+            raise PayloadError("a task payload is an object with a record")
+        if "workflowRef" not in message and not isinstance(message.get("workflow"), dict):
+            raise PayloadError("a task payload names its workflow")
+        return cls(
+            record=ExecutionRecord.from_json(message["record"]),
+            workflow_ref=message.get("workflowRef"),
+            workflow=message.get("workflow"),
+            start_node=message.get("startNode"),
+            items=list(message.get("items") or []),
+            streaming=bool(message.get("streaming")),
+            response_mode=message.get("responseMode"),
+            push_ref=message.get("pushRef"),
+            reply=message.get("reply"),
+            expired=bool(message.get("expired")),
+        )
+
+    @classmethod
+    def resuming(cls, record: ExecutionRecord, source: dict[str, Any], push_ref: str | None,
+                 reply: dict[str, Any] | None) -> TaskPayload:  # fmt: skip
+        """The task that continues a waiting execution: with the user's reply, or with none
+        when its time limit passed."""
+        return cls(
+            record=record,
+            workflow_ref=source.get("workflowRef"),
+            workflow=source.get("workflow"),
+            response_mode=record.response_mode,
+            push_ref=push_ref,
+            reply=reply,
+            expired=reply is None,
+        )

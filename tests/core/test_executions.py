@@ -1,0 +1,247 @@
+"""Every transition of core/executions.py against a real Redis: each is one compare-and-set step
+that does the rest of its work with it, and a retried step does nothing twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core import events, liveness
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore, Reply
+from core.leases import LeaseStore
+from core.results import FinalResult
+from core.stops import request_stop
+
+
+@pytest.fixture
+def store(redis_client, keys):
+    return ExecutionStore(redis_client, keys, queue_timeout_seconds=300, lease_seconds=5)
+
+
+@pytest.fixture
+def instant_confirm(monkeypatch):
+    """A loss needs two sightings CONFIRM_MS apart: none, here."""
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+
+
+def new(
+    store: ExecutionStore, execution_id: str = "e1", session: str | None = "s1"
+) -> ExecutionRecord:
+    record = ExecutionRecord(execution_id, "w1", session_id=session, created_at=1, queued_at=1,
+                             response_mode="responseNodes")  # fmt: skip
+    store.create(record)
+    return record
+
+
+def claimed(store: ExecutionStore, record: ExecutionRecord, token: str = "t1") -> ExecutionRecord:
+    running = record.next(status=Status.RUNNING, claim=token)
+    assert store.claim(record, running)
+    return running
+
+
+def subscribed(redis_client, channel: str):
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(channel)
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    return pubsub
+
+
+def test_a_new_execution_waits_in_the_queue_for_the_queue_timeout_and_in_its_line(
+    store, keys, redis_client
+):
+    new(store)
+    assert store.get("e1").status == Status.NEW
+    assert 299_000 < redis_client.pttl(keys.execution_queued("e1")) <= 300_000
+    assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e1"]
+    assert redis_client.zscore(keys.queued(), "e1") is not None
+
+
+def test_a_claim_takes_the_lease_once_and_a_retry_of_it_is_still_the_same_claim(
+    store, keys, redis_client
+):
+    record = new(store)
+    running = claimed(store, record, "t1")
+    assert redis_client.get(keys.execution_lease("e1")) == "t1"
+    assert not redis_client.exists(keys.execution_queued("e1"))
+    assert store.claim(record, running)  # the same claim, retried after a timeout
+    assert not store.claim(record, record.next(status=Status.RUNNING, claim="t2"))  # a duplicate
+    assert store.get("e1") == running
+
+
+def test_the_end_records_the_outcome_and_publishes_the_final_event_in_one_step(
+    store, keys, redis_client
+):
+    running = claimed(store, new(store))
+    pubsub = subscribed(redis_client, keys.execution_events("e1"))
+    final = running.next(status=Status.SUCCESS, events=1)
+    event = events.encode(events.done(FinalResult(Status.SUCCESS).to_json(), 0))
+    assert store.finish(running, final, event).outcome == "ok"
+    assert pubsub.get_message(timeout=5)["data"] == event
+    assert store.get("e1") == final
+    assert not redis_client.exists(keys.execution_lease("e1"))
+    assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == []
+    # Retried after a timeout whose command did run: nothing twice.
+    assert store.finish(running, final, event).outcome == "already"
+    assert pubsub.get_message(timeout=0.2) is None
+    pubsub.close()
+
+
+def test_an_end_hands_the_session_turn_to_the_next_message(store, keys, redis_client):
+    running = claimed(store, new(store, "e1"))
+    new(store, "e2")
+    assert not store.lines.turn("e2", keys.session_queue("w1", "s1")).mine
+    store.finish(running, running.next(status=Status.SUCCESS), "")
+    assert redis_client.lpop(keys.execution_turn("e2")) == "1"  # woken
+    assert store.lines.turn("e2", keys.session_queue("w1", "s1")).mine
+
+
+def test_a_worker_that_did_finish_replaces_a_crash_a_reaper_concluded(
+    store, keys, redis_client, instant_confirm
+):
+    running = claimed(store, new(store))
+    redis_client.delete(keys.execution_lease("e1"))  # its renewals did not reach Redis
+    store.reap("e1")
+    assert store.reap("e1").status == Status.CRASHED
+    final = running.next(status=Status.SUCCESS)
+    assert store.finish(running, final, "").outcome == "ok"
+    assert store.get("e1").status == Status.SUCCESS
+
+
+def test_a_lost_running_execution_is_ended_only_once_its_loss_is_confirmed(
+    store, keys, redis_client, monkeypatch
+):
+    running = claimed(store, new(store))
+    new(store, "e2")
+    pubsub = subscribed(redis_client, keys.execution_events("e1"))
+    redis_client.delete(keys.execution_lease("e1"))
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 60_000)
+    assert store.reap("e1") == running  # seen lost once: a suspect, nothing ended
+    assert redis_client.exists(keys.execution_suspect("e1"))
+    redis_client.set(keys.execution_lease("e1"), "t1")  # it renewed after all
+    assert store.reap("e1") == running
+    assert not redis_client.exists(keys.execution_suspect("e1"))
+    redis_client.delete(keys.execution_lease("e1"))
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+    store.reap("e1")
+    crashed = store.reap("e1")
+    assert crashed.status == Status.CRASHED
+    assert (
+        crashed.error
+        == "The worker running this execution was lost (it stopped renewing its lease)."
+    )
+    done = events.decode(pubsub.get_message(timeout=5)["data"])
+    assert done.kind == events.Kind.DONE and done.body["status"] == "crashed"
+    assert redis_client.lpop(keys.execution_turn("e2")) == "1"
+    pubsub.close()
+
+
+def test_a_new_execution_no_worker_took_is_ended_after_its_queue_time(
+    store, keys, redis_client, instant_confirm
+):
+    new(store)
+    redis_client.delete(keys.execution_queued("e1"))  # its queue time ran out
+    store.reap("e1")
+    record = store.reap("e1")
+    assert record.status == Status.CRASHED
+    assert record.error == "No worker started this execution within 300 s."
+
+
+def test_a_new_execution_held_by_a_worker_for_its_turn_is_alive_while_that_worker_is(
+    store, keys, redis_client, instant_confirm
+):
+    new(store)
+    LeaseStore(redis_client, keys, 5).hold("e1", "t1")
+    assert not redis_client.exists(keys.execution_queued("e1"))
+    assert store.reap("e1").status == Status.NEW
+    redis_client.delete(keys.execution_lease("e1"))  # that worker is gone
+    store.reap("e1")
+    assert store.reap("e1").status == Status.CRASHED
+
+
+def test_a_message_before_the_chat_node_waits_is_its_reply_and_the_run_goes_on(store, keys):
+    record = new(store)
+    reply = {"json": {"chatInput": "Ada"}}
+    assert store.reply(record, reply) == (Reply.QUEUED, None)
+    running = claimed(store, record)
+    waiting = running.next(status=Status.WAITING)
+    assert store.pause(running, waiting, "{}", "a1") == (
+        "reply",
+        json.dumps(reply, separators=(",", ":")),
+    )
+    # The same pause retried (its answer was lost): the same reply, not a lost one.
+    assert store.pause(running, waiting, "{}", "a1")[0] == "reply"
+    assert store.get("e1").status == Status.RUNNING
+    assert store.pause(running, waiting, "{}", "a2") == ("paused", None)
+    assert store.pause(running, waiting, "{}", "a2") == ("paused", None)
+    assert store.get("e1") == waiting
+
+
+def test_a_message_to_a_waiting_execution_resumes_it_once(store, keys, redis_client):
+    running = claimed(store, new(store))
+    waiting = running.next(status=Status.WAITING, wait_till=10**13)
+    assert store.pause(running, waiting, '{"engine":{}}', "a1") == ("paused", None)
+    assert redis_client.zscore(keys.waiting(), "e1") == 10**13
+    outcome, queued = store.reply(waiting, {"json": {"chatInput": "Ada"}})
+    assert (
+        outcome == Reply.RESUMED and queued.status == Status.NEW and queued.rev == waiting.rev + 1
+    )
+    assert store.get("e1") == queued
+    assert redis_client.exists(keys.execution_queued("e1"))
+    assert redis_client.zscore(keys.waiting(), "e1") is None
+    # A second message, built from the same waiting record: the next reply, queued.
+    assert store.reply(waiting, {"json": {"chatInput": "again"}}) == (Reply.QUEUED, None)
+    assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e1"]
+
+
+def test_a_message_to_a_finished_execution_is_refused(store):
+    running = claimed(store, new(store))
+    store.finish(running, running.next(status=Status.SUCCESS), "")
+    assert store.reply(running, {"json": {}}) == (Reply.ENDED, None)
+
+
+def test_replies_an_execution_never_took_come_back_with_its_end(store):
+    record = new(store)
+    store.reply(record, {"json": {"chatInput": "one"}})
+    store.reply(record, {"json": {"chatInput": "two"}})
+    running = claimed(store, record)
+    ended = store.finish(running, running.next(status=Status.SUCCESS), "")
+    assert [json.loads(r)["json"]["chatInput"] for r in ended.leftovers] == ["one", "two"]
+
+
+def test_a_stop_cancels_what_does_not_run_and_tells_its_stream(store, keys, redis_client):
+    record = new(store)
+    pubsub = subscribed(redis_client, keys.execution_events("e1"))
+    assert request_stop(store, "e1").status == Status.CANCELED
+    done = events.decode(pubsub.get_message(timeout=5)["data"])
+    assert done.body == {
+        "status": "canceled",
+        "error": "The execution was stopped before it started.",
+    }
+    assert not store.claim(record, record.next(status=Status.RUNNING, claim="t1"))
+    pubsub.close()
+
+
+def test_a_stop_of_a_running_execution_tells_its_worker(store, keys, redis_client):
+    claimed(store, new(store))
+    pubsub = subscribed(redis_client, keys.stop_channel())
+    assert request_stop(store, "e1").status == Status.RUNNING
+    assert pubsub.get_message(timeout=5)["data"] == "e1"
+    assert redis_client.exists(keys.execution_stop("e1"))
+    pubsub.close()
+
+
+def test_a_record_holding_any_text_goes_through_every_script(store):
+    odd = ExecutionRecord(
+        "e1", "w1", session_id="s1", error="\ud800 \"'\\", run_data={"\udfff": [{"x": "}" * 50}]}
+    )
+    store.create(odd)
+    running = claimed(store, odd)
+    waiting = running.next(status=Status.WAITING, waiting_node="\ud800")
+    assert store.pause(running, waiting, "{}", "a1") == ("paused", None)
+    outcome, queued = store.reply(waiting, {"json": {"chatInput": "\ud800"}})
+    assert outcome == Reply.RESUMED
+    running = claimed(store, queued, "t2")
+    assert store.finish(running, running.next(status=Status.SUCCESS), "").outcome == "ok"
+    assert store.get("e1").error == odd.error
