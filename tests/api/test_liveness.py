@@ -1,33 +1,45 @@
-"""Batched quiet-stream checks against a real Redis: the same answers as one check per stream."""
+"""Batched quiet-stream checks against a real Redis: the same answers as one check per stream,
+a lost execution reaped (once its loss is confirmed), a Redis failure heard by every check."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 import redis
 
 from api.liveness import LivenessChecks
-from core.clock import now_ms
-from core.executions import ExecutionStore, Status
+from core import liveness
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
 
 
-def record(execution_id: str, status: str, **extra) -> dict:
-    return {"id": execution_id, "workflowId": "w", "status": status, "createdAt": now_ms(), **extra}
+def create(store: ExecutionStore, execution_id: str, status: Status) -> None:
+    record = ExecutionRecord(execution_id, "w")
+    store.create(record)
+    if status == Status.NEW:
+        return
+    running = record.next(status=Status.RUNNING, claim="t")
+    assert store.claim(record, running)
+    if status != Status.RUNNING:
+        assert store.finish(running, running.next(status=status), "").written
 
 
-def test_checks_at_once_share_a_pipeline_and_each_gets_its_own_answer(redis_url, keys):
+def test_checks_at_once_share_a_pipeline_and_each_gets_its_own_answer(redis_url, keys, monkeypatch):
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     store = ExecutionStore(client, keys)
-    store.create(record("fresh", Status.NEW))
-    store.create(record("alive", Status.NEW))
-    store.transition(record("alive", Status.RUNNING), {Status.NEW}, lease_ms=60_000)
-    store.create(record("lost", Status.NEW))
-    store.transition(record("lost", Status.RUNNING), {Status.NEW}, lease_ms=1)
-    store.create(record("done", Status.NEW))
-    store.transition(record("done", Status.SUCCESS), {Status.NEW})
-    checks = LivenessChecks(store, queue_timeout_seconds=300)
+    for execution_id, status in (("fresh", Status.NEW), ("alive", Status.RUNNING),
+                                 ("lost", Status.RUNNING), ("done", Status.SUCCESS)):  # fmt: skip
+        create(store, execution_id, status)
+    client.delete(keys.execution_lease("lost"))
+    client.set(keys.execution_suspect("lost"), 0)  # seen lost once already
+    checks = LivenessChecks(store)
     ids = ["fresh", "alive", "lost", "done", "gone", "alive"]
-    answers: dict[int, dict | None] = {}
+    answers: dict[int, ExecutionRecord | None] = {}
+    pipelines = []
+    real_verdicts = store.verdicts
+    monkeypatch.setattr(store, "verdicts", lambda ids: pipelines.append(ids) or real_verdicts(ids))
 
     def ask(i: int) -> None:
         answers[i] = checks.check(ids[i])
@@ -37,16 +49,31 @@ def test_checks_at_once_share_a_pipeline_and_each_gets_its_own_answer(redis_url,
         t.start()
     for t in threads:
         t.join(10)
-    statuses = [answers[i] and answers[i]["status"] for i in range(len(ids))]
+    statuses = [answers[i] and answers[i].status for i in range(len(ids))]
     assert statuses == ["new", "running", "crashed", "success", None, "running"]
-    assert store.get("lost")["status"] == Status.CRASHED  # marked, as one check alone does
+    assert store.get("lost").status == Status.CRASHED  # ended, as one check alone does
+    assert len(pipelines) == 1 and sorted(pipelines[0]) == [
+        "alive",
+        "done",
+        "fresh",
+        "gone",
+        "lost",
+    ]
 
 
 def test_a_redis_failure_reaches_every_waiting_check(keys):
     client = redis.Redis(port=1, socket_connect_timeout=0.5)
-    checks = LivenessChecks(ExecutionStore(client, keys), queue_timeout_seconds=300)
-    try:
-        checks.check("x")
-    except redis.ConnectionError:
-        return
-    raise AssertionError("the check did not raise")
+    checks = LivenessChecks(ExecutionStore(client, keys))
+    answers = []
+
+    def ask() -> None:
+        with pytest.raises(redis.ConnectionError):
+            checks.check("x")
+        answers.append(True)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert answers == [True, True, True]

@@ -1,84 +1,111 @@
-"""The streaming response's end game, with a scripted event source: a quiet interval that
-coincides with the execution finishing must not repeat or lose the answer."""
+"""The streaming response's end game, with a scripted event source in front of a real Redis and
+the api's real liveness checks: a quiet interval that coincides with the execution finishing
+must not repeat or lose the answer, and the record's count of events tells whether a stream
+that missed only the final event has the whole answer."""
 
 from __future__ import annotations
 
 import json
 from types import SimpleNamespace
 
+import pytest
 from flask import Flask
 
 from api.launcher import Launch
+from api.liveness import LivenessChecks
 from api.responses import Outcome, streaming_response
 from core import events
 from core.events import Event
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
+
+OUTPUT = {"AI Agent": [{"data": {"main": [[{"json": {"output": "Hello there."}}]]}}]}
 
 
 class ScriptedStream:
-    """Returns the scripted events in order; None stands for a quiet interval."""
+    """Returns the scripted events in order (None: a quiet interval), numbering as the relay's
+    stream does."""
 
-    def __init__(self, events):
-        self.events = list(events)
+    def __init__(self, script):
+        self.script = list(script)
+        self.next_seq = 0
 
     def get(self, timeout):
-        return self.events.pop(0) if self.events else None
+        event = self.script.pop(0) if self.script else None
+        if event is not None and event.seq is not None:
+            self.next_seq = event.seq + 1
+        return event
 
 
-class Store:
-    def __init__(self, record):
-        self.record = record
-
-    def mark_crashed_if_lost(self, execution_id, queue_timeout):
-        return self.record
-
-
-def lines(*chunks) -> Event:
-    # compact, as the worker writes them
+def lines(seq: int, *chunks) -> Event:
     text = "".join(json.dumps(c, separators=(",", ":")) + "\n" for c in chunks)
-    return events.lines(text, items=sum(c["type"] == "item" for c in chunks))
+    return events.lines(text, items=sum(c["type"] == "item" for c in chunks), seq=seq)
 
 
-def body(events, record) -> list[dict]:
-    launch = Launch("e1", ScriptedStream(events))
+@pytest.fixture
+def store(redis_client, keys):
+    return ExecutionStore(redis_client, keys)
+
+
+def finished(store: ExecutionStore, status: Status = Status.SUCCESS, **fields) -> None:
+    record = ExecutionRecord("e1", "w1")
+    store.create(record)
+    running = record.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(record, running)
+    final = running.next(status=status, last_node_executed="AI Agent", run_data=OUTPUT, **fields)
+    assert store.finish(running, final, "").written
+
+
+def body(store: ExecutionStore, script) -> list[dict]:
+    launch = Launch("e1", ScriptedStream(script))
     relay = SimpleNamespace(unsubscribe=lambda stream: None)
-    settings = SimpleNamespace(keepalive_seconds=0.01, queue_timeout_seconds=300)
+    settings = SimpleNamespace(keepalive_seconds=0.01, redis_outage_seconds=30)
+    outcome = Outcome(launch, store, relay, settings, LivenessChecks(store))
     with Flask(__name__).test_request_context():
-        response = streaming_response(Outcome(launch, Store(record), relay, settings), {})
-        text = b"".join(response.response).decode()
+        text = b"".join(streaming_response(outcome, {}).response).decode()
     return [json.loads(line) for line in text.splitlines()]
 
 
-FINISHED = {"status": "success", "lastNodeExecuted": "AI Agent", "runData": {
-    "AI Agent": [{"data": {"main": [[{"json": {"output": "Hello there."}}]]}}]}}  # fmt: skip
-
-
-def test_last_events_arriving_after_the_record_finished_are_relayed_once():
+def test_last_events_arriving_after_the_record_finished_are_relayed_once(store):
+    finished(store, events=3)
     script = [
-        lines({"type": "begin"}, {"type": "item", "content": "Hello "}),
-        None,  # quiet: the relay checks the record, which already says success
-        lines({"type": "item", "content": "there."}, {"type": "end"}),
-        events.done({"status": "success", "streamed": True}),
+        lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}),
+        None,  # quiet: the check finds the record finished, its last events still on the way
+        lines(1, {"type": "item", "content": "there."}, {"type": "end"}),
+        events.done({"status": "success", "streamed": True}, seq=2),
     ]
-    chunks = body(script, FINISHED)
+    chunks = body(store, script)
     assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
     assert "".join(c.get("content", "") for c in chunks) == "Hello there."
 
 
-def test_a_finished_record_without_final_events_gives_the_output_once():
-    chunks = body([None], FINISHED)
+def test_a_finished_record_without_any_event_gives_the_output_once(store):
+    finished(store, events=1)
+    chunks = body(store, [None])
     assert [c["type"] for c in chunks] == ["begin", "item", "end"]
     assert chunks[1]["content"] == "Hello there."
 
 
-def test_a_lost_ending_after_streamed_text_is_an_error_not_a_repeat():
-    chunks = body([lines({"type": "begin"}, {"type": "item", "content": "Hello "}), None], FINISHED)
+def test_a_stream_that_missed_only_the_final_event_ends_without_repeating(store):
+    finished(store, events=2)
+    script = [
+        lines(0, {"type": "begin"}, {"type": "item", "content": "Hello there."}, {"type": "end"}),
+        None,
+    ]
+    chunks = body(store, script)
+    assert [c["type"] for c in chunks] == ["begin", "item", "end"]
+
+
+def test_a_lost_ending_after_streamed_text_is_an_error_not_a_repeat(store):
+    finished(store, events=3)
+    chunks = body(store, [lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}), None])
     assert [c["type"] for c in chunks] == ["begin", "item", "error"]
     assert "lost" in chunks[-1]["content"]
 
 
-def test_a_crashed_execution_ends_with_an_error_line():
-    record = {"status": "crashed", "error": "The worker running this execution was lost."}
-    chunks = body([lines({"type": "begin"}), None], record)
+def test_a_crashed_execution_ends_with_an_error_line(store):
+    finished(store, Status.CRASHED, error="The worker running this execution was lost.")
+    chunks = body(store, [lines(0, {"type": "begin"}), None])
     assert chunks[-1] == {
         "type": "error",
         "content": "The worker running this execution was lost.",

@@ -1,10 +1,10 @@
-"""Running one execution on a worker, against a real Redis: the claim drops duplicates, a
-session's messages take turns, a run over its time limit fails, a stop cancels it, and an
-outcome Redis refused for a moment is still recorded."""
+"""Running one execution on a worker, against a real Redis: the claim drops duplicates (and a
+claim retried after its answer was lost still runs once), a session's messages take turns and a
+lost head of the line is reaped, a run over its time limit fails, a stop cancels it, and an end
+whose answer was lost is retried and written once."""
 
 from __future__ import annotations
 
-import copy
 import secrets
 import threading
 from typing import Any
@@ -15,9 +15,16 @@ import redis
 # The node registry (and the openai SDK under it) takes seconds to import: at collection,
 # not inside whichever test loads a workflow first.
 import engine.nodes  # noqa: F401
+from core import events, liveness
 from core.clock import now_ms
-from core.executions import ExecutionStore, Status
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
+from core.leases import LeaseStore
+from core.results import FinalResult
+from core.session_line import SessionLine
 from core.settings import Settings
+from core.stops import request_stop
+from core.task import TaskPayload
 from engine.executor import run_workflow
 from engine.services import Services
 from memory.window import InProcessMemory
@@ -30,10 +37,13 @@ WAIT = 5.0  # upper bound for anything the test waits on; never reached when all
 
 
 class RecordingOutbox:
-    """Keeps each execution's final result instead of publishing it."""
+    """Keeps each execution's final result. The end's own step publishes the final event, as
+    with the real outbox."""
+
+    publishes_final = True
 
     def __init__(self) -> None:
-        self.results: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, FinalResult] = {}
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         pass
@@ -44,28 +54,20 @@ class RecordingOutbox:
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         pass
 
-    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
-        self.results[channel] = result
+    def flush(self, channel: str) -> threading.Event:
         flushed = threading.Event()
         flushed.set()
         return flushed
 
+    def final(self, channel: str, result: FinalResult) -> tuple[str, int]:
+        self.results[channel] = result
+        return events.encode(events.done(result.to_json(), 0)), 0
+
+    def delivered(self, channel: str, event: str) -> None:
+        pass
+
     def idle(self) -> bool:
         return True
-
-
-class LaggingOutbox(RecordingOutbox):
-    """Takes the final event and publishes it only once `published` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queued = threading.Event()
-        self.published = threading.Event()
-
-    def done(self, channel: str, result: dict[str, Any]) -> threading.Event:
-        super().done(channel, result)
-        self.queued.set()
-        return self.published
 
 
 class Engine:
@@ -93,16 +95,22 @@ class Engine:
         return run_workflow(*args, **kwargs)
 
 
-class WatchedStore(ExecutionStore):
+class WatchedLine(SessionLine):
     """Tells when an execution has started waiting for its session's turn."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.waiting = threading.Event()
 
-    def wait_turn(self, execution_id: str, timeout: float) -> None:
+    def wait(self, execution_id: str, timeout: float) -> None:
         self.waiting.set()
-        super().wait_turn(execution_id, timeout)
+        super().wait(execution_id, timeout)
+
+
+class WatchedStore(ExecutionStore):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = WatchedLine(self.client, self.keys)
 
 
 @pytest.fixture
@@ -127,38 +135,47 @@ def stops(settings, keys):
     stops.close()
 
 
+def make_runner(settings, store, stops, engine=run_workflow) -> ExecutionRunner:
+    services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
+    leases = LeaseStore(store.client, store.keys, settings.lease_seconds)
+    return ExecutionRunner(
+        settings, store, leases, RecordingOutbox(), services, stops, engine=engine
+    )
+
+
 @pytest.fixture
 def runner(settings, store, stops, engine):
-    services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
-    return ExecutionRunner(settings, store, RecordingOutbox(), services, stops, engine=engine)
+    return make_runner(settings, store, stops, engine)
 
 
-def launch(store: ExecutionStore, message: str, session: str = "s1", **record) -> dict:
+def launch(store: ExecutionStore, message: str, session: str = "s1", **fields) -> dict:
     """What the api does before enqueueing: a `new` record in the session's line, and the
-    task's payload."""
+    task's message."""
     workflow = example(SIMPLE_CHAT)
-    record = {
-        "id": secrets.token_hex(8),
-        "workflowId": workflow["id"],
-        "workflowName": workflow["name"],
-        "mode": "webhook",
-        "status": Status.NEW,
-        "createdAt": now_ms(),
-        "sessionId": session,
-        "responseMode": "streaming",
-        **record,
-    }
+    record = ExecutionRecord(
+        secrets.token_hex(8),
+        workflow["id"],
+        workflow_name=workflow["name"],
+        created_at=now_ms(),
+        queued_at=fields.pop("queued_at", now_ms()),
+        session_id=session,
+        response_mode="streaming",
+    )
     store.create(record)
     item = {"json": {"action": "sendMessage", "sessionId": session, "chatInput": message}}
-    return {
-        "record": record,
-        "workflow": workflow,
-        "startNode": TRIGGER,
-        "items": [item],
-        "streaming": True,
-        "responseMode": "streaming",
-        "pushRef": None,
-    }
+    payload = TaskPayload(
+        record,
+        workflow={**workflow, **fields},
+        start_node=TRIGGER,
+        items=[item],
+        streaming=True,
+        response_mode="streaming",
+    )
+    return payload.encode()
+
+
+def id_of(message: dict) -> str:
+    return TaskPayload.decode(message).record.id
 
 
 def in_thread(runner: ExecutionRunner, payload: dict) -> tuple[threading.Thread, list[str]]:
@@ -173,18 +190,18 @@ def test_a_duplicate_delivery_of_a_finished_execution_is_dropped_without_running
 ):
     payload = launch(store, "hello")
     assert runner.run(payload) == "success"
-    assert runner.run(copy.deepcopy(payload)) == "dropped"
-    assert engine.runs == [payload["record"]["id"]]
-    assert store.get(payload["record"]["id"])["status"] == Status.SUCCESS
+    assert runner.run(dict(payload)) == "dropped"
+    assert engine.runs == [id_of(payload)]
+    assert store.get(id_of(payload)).status == Status.SUCCESS
 
 
 def test_a_duplicate_delivered_while_the_first_copy_runs_is_dropped(runner, store, engine):
     payload = launch(store, "hello")
-    execution_id = payload["record"]["id"]
+    execution_id = id_of(payload)
     engine.hold[execution_id] = threading.Event()
     first, outcome = in_thread(runner, payload)
     assert engine.entered(execution_id).wait(WAIT)
-    assert runner.run(copy.deepcopy(payload)) == "dropped"
+    assert runner.run(dict(payload)) == "dropped"
     engine.hold[execution_id].set()
     first.join(WAIT)
     assert outcome == ["success"]
@@ -193,140 +210,159 @@ def test_a_duplicate_delivered_while_the_first_copy_runs_is_dropped(runner, stor
 
 def test_the_second_message_of_a_session_waits_until_the_first_has_finished(runner, store, engine):
     first, second = launch(store, "my name is Ada"), launch(store, "what is my name")
-    first_id, second_id = first["record"]["id"], second["record"]["id"]
+    first_id, second_id = id_of(first), id_of(second)
     engine.hold[first_id] = threading.Event()
     first_thread, first_outcome = in_thread(runner, first)
     assert engine.entered(first_id).wait(WAIT)
     second_thread, second_outcome = in_thread(runner, second)
-    assert store.waiting.wait(WAIT)  # the second is blocked on its turn...
-    assert engine.runs == [first_id]  # ...and has not started
-    assert store.get(second_id)["status"] == Status.NEW
+    assert store.lines.waiting.wait(WAIT)  # the second is blocked on its turn...
+    assert engine.runs == [first_id]  # ...and has not started...
+    assert store.get(second_id).status == Status.NEW
+    # ...held by this worker's lease, out of the broker's queue.
+    assert store.client.exists(store.keys.execution_lease(second_id))
+    assert not store.client.exists(store.keys.execution_queued(second_id))
     engine.hold[first_id].set()
     first_thread.join(WAIT)
     second_thread.join(WAIT)
     assert (first_outcome, second_outcome) == (["success"], ["success"])
     assert engine.runs == [first_id, second_id]
     result = runner.outbox.results[store.keys.execution_events(second_id)]
-    assert result["output"] == {"output": "Your name is Ada."}  # it saw the first turn
+    assert result.output == {"output": "Your name is Ada."}  # it saw the first turn
 
 
-def test_a_finished_execution_keeps_its_lease_until_its_final_event_is_published(
-    settings, store, stops, engine
-):
-    services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
-    outbox = LaggingOutbox()
-    runner = ExecutionRunner(settings, store, outbox, services, stops, engine=engine)
-    payload = launch(store, "hello")
-    execution_id = payload["record"]["id"]
-    thread, outcome = in_thread(runner, payload)
-    assert outbox.queued.wait(WAIT)
-    assert store.get(execution_id)["status"] == Status.SUCCESS  # recorded at once...
-    assert store.client.zscore(store.keys.running(), execution_id) is not None  # ...leased
-    assert stops.running() == [execution_id]  # so the lease thread keeps renewing it
-    queue = store.session_queue(payload["record"])
-    assert store.client.lrange(queue, 0, -1) == []  # its session's next message may start
-    outbox.published.set()
-    thread.join(WAIT)
-    assert outcome == ["success"]
-    assert store.client.zscore(store.keys.running(), execution_id) is None
+def test_a_lost_head_of_the_line_is_reaped_and_the_next_message_runs(runner, store, monkeypatch):
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+    lost = TaskPayload.decode(launch(store, "my name is Ada")).record
+    assert store.claim(lost, lost.next(status=Status.RUNNING, claim="gone"))
+    store.client.delete(store.keys.execution_lease(lost.id))  # its worker died
+    assert runner.run(launch(store, "hello")) == "success"
+    crashed = store.get(lost.id)
+    assert crashed.status == Status.CRASHED
+    assert (
+        crashed.error
+        == "The worker running this execution was lost (it stopped renewing its lease)."
+    )
 
 
 def test_an_execution_over_its_time_limit_fails_as_timed_out(redis_url, store, stops, engine):
     settings = Settings(redis_url=redis_url, execution_timeout_seconds=0.1)
-    services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
-    runner = ExecutionRunner(settings, store, RecordingOutbox(), services, stops, engine=engine)
+    runner = make_runner(settings, store, stops, engine)
     payload = launch(store, "hello")
-    execution_id = payload["record"]["id"]
+    execution_id = id_of(payload)
     engine.until_stopped.add(execution_id)
     assert runner.run(payload) == "error"
     error = "The execution timed out after 0.1 s (MINI_N8N_EXECUTION_TIMEOUT)."
     record = store.get(execution_id)
-    assert (record["status"], record["error"]) == (Status.ERROR, error)
+    assert (record.status, record.error) == (Status.ERROR, error)
     result = runner.outbox.results[store.keys.execution_events(execution_id)]
-    assert (result["status"], result["error"]) == ("error", error)
+    assert (result.status, result.error) == ("error", error)
 
 
 def test_a_stop_request_cancels_a_running_execution(runner, store, stops, engine):
     stops.start()
     assert stops.listening.wait(WAIT)
     payload = launch(store, "hello")
-    execution_id = payload["record"]["id"]
+    execution_id = id_of(payload)
     engine.until_stopped.add(execution_id)
     thread, outcome = in_thread(runner, payload)
     assert engine.entered(execution_id).wait(WAIT)
-    store.request_stop(execution_id)  # broadcast to every worker
+    request_stop(store, execution_id)  # broadcast to every worker
     thread.join(WAIT)
     assert outcome == ["canceled"]
     record = store.get(execution_id)
-    assert (record["status"], record["error"]) == (Status.CANCELED, "The execution was stopped")
+    assert (record.status, record.error) == (Status.CANCELED, "The execution was stopped")
     assert stops.running() == []
 
 
 def test_a_stop_marker_found_at_the_claim_cancels_the_run(runner, store, redis_client):
     # A stop broadcast just before this worker claimed the execution, when nothing here heard it.
     payload = launch(store, "hello")
-    execution_id = payload["record"]["id"]
+    execution_id = id_of(payload)
     redis_client.set(store.keys.execution_stop(execution_id), "1")
     assert runner.run(payload) == "canceled"
-    assert store.get(execution_id)["status"] == Status.CANCELED
+    assert store.get(execution_id).status == Status.CANCELED
 
 
 def test_an_execution_that_waited_past_the_queue_timeout_is_crashed_and_never_runs(
-    runner, store, engine
+    runner, store, engine, monkeypatch
 ):
-    payload = launch(store, "hello", createdAt=now_ms() - 2000)
-    execution_id = payload["record"]["id"]
-    crashed = store.mark_crashed_if_lost(execution_id, queue_timeout_s=1)
-    assert crashed["status"] == Status.CRASHED
-    assert crashed["error"] == "No worker started this execution within 1 s."
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+    payload = launch(store, "hello", queued_at=now_ms() - 400_000)
+    execution_id = id_of(payload)
+    store.client.delete(store.keys.execution_queued(execution_id))  # its queue time ran out
+    store.reap(execution_id)
+    crashed = store.reap(execution_id)
+    assert crashed.status == Status.CRASHED
+    assert crashed.error == "No worker started this execution within 300 s."
     assert runner.run(payload) == "dropped"  # a worker that gets it at last
     assert engine.runs == []
 
 
-class RefusingOnce(WatchedStore):
-    """Redis goes away just as the outcome is written; meanwhile a reaper, seeing the lease run
-    out, marks the execution lost."""
+class EndAnswerLost(WatchedStore):
+    """The end is written, but its answer never reaches the worker (Redis went away)."""
 
-    refused = False
+    lost = False
 
-    def transition(self, record, allowed_from, *, lease_ms=0):
-        if record["status"] in (Status.SUCCESS, Status.ERROR) and not self.refused:
-            self.refused = True
-            lost = {**record, "status": Status.CRASHED, "error": "lost"}
-            assert super().transition(lost, {Status.RUNNING})
-            raise redis.ConnectionError("Redis went away")
-        return super().transition(record, allowed_from, lease_ms=lease_ms)
+    def finish(self, running, final, event):
+        ended = super().finish(running, final, event)
+        if not self.lost:
+            self.lost = True
+            raise redis.TimeoutError("Timeout reading from socket")
+        return ended
 
 
-def test_an_outcome_redis_refused_is_recorded_once_it_answers_over_the_lost_mark(
+def test_an_end_whose_answer_was_lost_is_retried_and_written_once(
     settings, redis_client, keys, stops, caplog
 ):
-    store = RefusingOnce(redis_client, keys)
-    services = Services(redis=redis_client, keys=keys, simple_memory=InProcessMemory())
-    runner = ExecutionRunner(settings, store, RecordingOutbox(), services, stops)
+    store = EndAnswerLost(redis_client, keys)
+    runner = make_runner(settings, store, stops)
+    payload = launch(store, "hello")
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(keys.execution_events(id_of(payload)))
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    assert runner.run(payload) == "success"
+    assert store.lost
+    assert store.get(id_of(payload)).status == Status.SUCCESS
+    assert "Redis unreachable, retrying" in caplog.text
+    finals = list(iter(lambda: pubsub.get_message(timeout=0.5), None))
+    assert len(finals) == 1  # published once, by the write that did happen
+    pubsub.close()
+
+
+class ClaimAnswerLost(WatchedStore):
+    claims = 0
+
+    def claim(self, record, running):
+        self.claims += 1
+        claimed = super().claim(record, running)
+        if self.claims == 1:
+            raise redis.TimeoutError("Timeout reading from socket")
+        return claimed
+
+
+def test_a_claim_retried_after_its_answer_was_lost_runs_the_execution_once(
+    settings, redis_client, keys, stops, engine
+):
+    store = ClaimAnswerLost(redis_client, keys)
+    runner = make_runner(settings, store, stops, engine)
     payload = launch(store, "hello")
     assert runner.run(payload) == "success"
-    assert store.refused
-    assert store.get(payload["record"]["id"])["status"] == Status.SUCCESS
-    assert "Redis unreachable, retrying" in caplog.text
+    assert store.claims == 2 and engine.runs == [id_of(payload)]
 
 
 def test_a_snapshot_that_no_longer_loads_fails_its_record_instead_of_leaving_it_running(
     runner, store
 ):
-    payload = launch(store, "hello")
-    payload["workflow"] = {**payload["workflow"], "nodes": [{"name": "X", "type": "gone.node"}]}
+    payload = launch(store, "hello", nodes=[{"name": "X", "type": "gone.node"}])
     assert runner.run(payload) == Status.ERROR
-    record = store.get(payload["record"]["id"])
-    assert record["status"] == Status.ERROR
-    assert record["error"] == 'The execution could not run: Node "X": unknown node type "gone.node"'
-    assert store.client.zscore(store.keys.running(), payload["record"]["id"]) is None
+    record = store.get(id_of(payload))
+    assert record.status == Status.ERROR
+    assert record.error == 'The execution could not run: Node "X": unknown node type "gone.node"'
+    assert not store.client.exists(store.keys.execution_lease(id_of(payload)))
 
 
 def test_an_answer_holding_a_lone_surrogate_does_not_hold_up_its_sessions_next_message(runner):
-    # Redis' Lua JSON decoder refuses lone surrogates: a finished record holding one (the run
-    # data echoes the message) must never need decoding by a script again, so its session's
-    # line is left at the outcome, not after its final event is published.
+    # The run data echoes the message: no script may need to decode a record holding one.
     first = launch(runner.store, "\ud800 hi", session="s-surrogate")
     assert runner.run(first) == "success"
     second = launch(runner.store, "hello", session="s-surrogate")

@@ -1,17 +1,25 @@
-"""One worker's leases, one round at a time, against a real Redis: what it runs keeps its lease,
-what a lost worker ran is reaped, and a shutdown stops what outlives its grace and then exits.
-The rounds are driven by hand with a fake clock, never by the background loop's second."""
+"""One worker's leases and its watch, against a real Redis: what it holds keeps its lease (from
+an OS thread, whatever the greenlets do), what a lost worker ran is reaped once its loss is
+confirmed, what nobody took is reaped after the queue timeout, and a shutdown stops what
+outlives its grace and then exits. The watch's rounds are driven by hand with a fake clock."""
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 
 import pytest
 import redis
 
-from core.executions import ExecutionStore, Status, now_ms
+from core import liveness
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
+from core.leases import LeaseStore
 from core.settings import Settings
-from worker.leases import REAP_EVERY_SECONDS, Leases
+from tests.waiting import wait_until
+from worker import leases as leases_module
+from worker.leases import REAP_EVERY_SECONDS, Heartbeat, Leases
 from worker.stops import Stops
 
 LOST = "The worker running this execution was lost (it stopped renewing its lease)."
@@ -34,18 +42,20 @@ class Outbox:
 
 
 class Harness:
-    """A worker's Leases with the parts it watches laid bare."""
+    """A worker's watch with the parts it looks at laid bare."""
 
-    def __init__(self, store: ExecutionStore, stops: Stops, store_for_leases=None):
+    def __init__(self, store: ExecutionStore, stops: Stops):
         self.store = store
         self.stops = stops
         self.clock = Clock()
         self.outbox = Outbox()
         self.exits = 0
+        self.lease_store = LeaseStore(store.client, store.keys, 5.0)
         settings = Settings(lease_seconds=5.0, queue_timeout_seconds=300.0)
         self.leases = Leases(
             settings,
-            store_for_leases or store,
+            store,
+            self.lease_store,
             stops,
             self.outbox,
             clock=self.clock,
@@ -55,21 +65,18 @@ class Harness:
     def _exit(self) -> None:
         self.exits += 1
 
-    def running(self, lease_deadline_ms: int) -> str:
-        """A running execution whose lease ends at `lease_deadline_ms`."""
-        record = {"id": secrets.token_hex(8), "workflowId": "w1", "status": Status.NEW,
-                  "createdAt": now_ms()}  # fmt: skip
+    def running(self, leased: bool = True) -> str:
+        """A running execution, its lease held by someone (or already run out)."""
+        record = ExecutionRecord(secrets.token_hex(8), "w1")
         self.store.create(record)
-        started = {**record, "status": Status.RUNNING}
-        assert self.store.transition(started, {Status.NEW}, lease_ms=5000)
-        self.store.client.zadd(self.store.keys.running(), {record["id"]: lease_deadline_ms})
-        return record["id"]
-
-    def lease(self, execution_id: str) -> float | None:
-        return self.store.client.zscore(self.store.keys.running(), execution_id)
+        assert self.store.claim(record, record.next(status=Status.RUNNING, claim="other"))
+        if not leased:
+            self.store.client.delete(self.store.keys.execution_lease(record.id))
+        self.store.client.zadd(self.store.keys.running(), {record.id: 0})  # due, by its index
+        return record.id
 
     def status(self, execution_id: str) -> str:
-        return self.store.get(execution_id)["status"]
+        return self.store.get(execution_id).status
 
 
 @pytest.fixture
@@ -83,68 +90,101 @@ def stops(redis_url, keys):
 
 
 @pytest.fixture
-def worker(store, stops):
+def worker(store, stops, monkeypatch):
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
     return Harness(store, stops)
 
 
-def test_a_running_execution_whose_lease_ran_out_is_reaped_as_lost(worker):
-    lost = worker.running(lease_deadline_ms=now_ms() - 1)
+def tick(worker: Harness) -> None:
+    """One round of the watch, past its reaping interval."""
+    worker.clock.now += REAP_EVERY_SECONDS
     worker.leases.tick()
+
+
+def test_a_running_execution_whose_lease_ran_out_is_reaped_once_its_loss_is_confirmed(worker):
+    lost = worker.running(leased=False)
+    tick(worker)
+    assert worker.status(lost) == Status.RUNNING  # seen lost once: a suspect
+    tick(worker)
     record = worker.store.get(lost)
-    assert (record["status"], record["error"]) == (Status.CRASHED, LOST)
-    assert worker.lease(lost) is None
+    assert (record.status, record.error) == (Status.CRASHED, LOST)
+    assert worker.store.client.zscore(worker.store.keys.running(), lost) is None
 
 
-def test_a_finished_execution_whose_worker_was_lost_before_releasing_its_lease_loses_the_lease(
-    worker,
-):
-    # Recorded, then lost with the final event still in its outbox: the record stays as it is,
-    # and the expired lease does not linger (the reaper takes a hundred at a time).
-    done = worker.running(lease_deadline_ms=now_ms() - 1)
-    finished = {**worker.store.get(done), "status": Status.SUCCESS}
-    assert worker.store.transition(finished, {Status.RUNNING}, lease_ms=5000)
-    worker.store.client.zadd(worker.store.keys.running(), {done: now_ms() - 1})
-    worker.leases.tick()
-    assert worker.status(done) == Status.SUCCESS
-    assert worker.lease(done) is None
-
-
-def test_an_execution_running_here_has_its_lease_renewed_and_is_not_reaped(worker):
-    mine = worker.running(lease_deadline_ms=now_ms() - 1)  # as late as the lost one
-    worker.stops.add(mine)
-    before = now_ms()
-    worker.leases.tick()
-    assert worker.status(mine) == Status.RUNNING
-    assert worker.lease(mine) >= before + 5000
-
-
-def test_a_running_execution_with_time_left_on_its_lease_is_not_reaped(worker):
-    elsewhere = worker.running(lease_deadline_ms=now_ms() + 60_000)
-    worker.leases.tick()
+def test_a_running_execution_whose_lease_is_held_is_not_reaped(worker):
+    elsewhere = worker.running(leased=True)  # by its index, due: its lease key says otherwise
+    tick(worker)
+    tick(worker)
     assert worker.status(elsewhere) == Status.RUNNING
 
 
-def test_reaping_comes_round_once_every_five_seconds(worker):
-    worker.leases.tick()  # the first round reaps
-    lost = worker.running(lease_deadline_ms=now_ms() - 1)
-    worker.clock.now += REAP_EVERY_SECONDS - 1
+def test_a_new_execution_nobody_took_within_the_queue_timeout_is_reaped(worker):
+    record = ExecutionRecord(secrets.token_hex(8), "w1", queued_at=1)
+    worker.store.create(record)
+    worker.store.client.delete(worker.store.keys.execution_queued(record.id))
+    worker.store.client.zadd(worker.store.keys.queued(), {record.id: 0})
+    tick(worker)
+    tick(worker)
+    crashed = worker.store.get(record.id)
+    assert (crashed.status, crashed.error) == (
+        Status.CRASHED,
+        "No worker started this execution within 300 s.",
+    )
+
+
+def test_reaping_comes_round_once_a_second(worker):
+    lost = worker.running(leased=False)
+    worker.leases.tick()  # the first round: a suspect
+    worker.leases.tick()  # the same second: no round
+    worker.clock.now += REAP_EVERY_SECONDS / 2
     worker.leases.tick()
     assert worker.status(lost) == Status.RUNNING
-    worker.clock.now += 1.5
+    worker.clock.now += REAP_EVERY_SECONDS / 2
     worker.leases.tick()
     assert worker.status(lost) == Status.CRASHED
 
 
-class FailingOnce(ExecutionStore):
+def test_the_heartbeat_renews_what_this_worker_holds(store, stops):
+    lease_store = LeaseStore(store.client, store.keys, 5.0)
+    record = ExecutionRecord(secrets.token_hex(8), "w1")
+    store.create(record)
+    stops.add(record.id, "mine")
+    heartbeat = Heartbeat(stops, lambda: lease_store)
+    heartbeat.start()
+    try:
+        wait_until(lambda: heartbeat.beats >= 1, 5, "a heartbeat")
+        assert store.client.get(store.keys.execution_lease(record.id)) == "mine"
+        assert 4000 < store.client.pttl(store.keys.execution_lease(record.id)) <= 5000
+    finally:
+        heartbeat.close()
+
+
+def test_the_heartbeat_beats_while_the_other_threads_hold_the_interpreter(store, stops):
+    """A node that computes for seconds: the heartbeat's own thread still renews."""
+    lease_store = LeaseStore(store.client, store.keys, 5.0)
+    stops.add("e1", "mine")
+    heartbeat = Heartbeat(stops, lambda: lease_store)
+    heartbeat.start()
+    try:
+        wait_until(lambda: heartbeat.beats >= 1, 5, "a first heartbeat")
+        first, started = heartbeat.beats, time.monotonic()
+        while time.monotonic() - started < 3.0:  # CPU-bound, never yields on purpose
+            sum(range(10_000))
+        assert heartbeat.beats >= first + 2
+    finally:
+        heartbeat.close()
+
+
+class FailingOnce(LeaseStore):
     def __init__(self, *args, error: Exception):
         super().__init__(*args)
         self.error: Exception | None = error
 
-    def renew_leases(self, execution_ids, lease_ms):
+    def renew(self, held):
         error, self.error = self.error, None
         if error:
             raise error
-        super().renew_leases(execution_ids, lease_ms)
+        super().renew(held)
 
 
 @pytest.mark.parametrize(
@@ -154,18 +194,20 @@ class FailingOnce(ExecutionStore):
         (RuntimeError("a bug"), "renewing leases failed"),
     ],
 )
-def test_a_round_that_fails_is_logged_and_the_next_one_renews(
-    redis_client, keys, stops, caplog, error, message
+def test_a_heartbeat_that_fails_is_logged_and_the_next_one_renews(
+    store, stops, caplog, monkeypatch, error, message
 ):
-    failing = FailingOnce(redis_client, keys, error=error)
-    worker = Harness(ExecutionStore(redis_client, keys), stops, store_for_leases=failing)
-    mine = worker.running(lease_deadline_ms=now_ms() - 1)
-    worker.stops.add(mine)
-    worker.leases.tick()
+    monkeypatch.setattr(leases_module, "RENEW_EVERY_SECONDS", 0.05)
+    failing = FailingOnce(store.client, store.keys, 5.0, error=error)
+    stops.add("e1", "mine")
+    heartbeat = Heartbeat(stops, lambda: failing)
+    heartbeat.start()
+    try:
+        wait_until(lambda: heartbeat.beats >= 1, 5, "a heartbeat after the failure")
+    finally:
+        heartbeat.close()
     assert message in caplog.text
-    worker.leases.tick()
-    assert worker.lease(mine) > now_ms()
-    assert worker.status(mine) == Status.RUNNING
+    assert store.client.get(store.keys.execution_lease("e1")) == "mine"
 
 
 def test_a_shutdown_stops_what_outlives_its_grace_period(worker):
@@ -209,3 +251,14 @@ def test_a_worker_that_is_not_shutting_down_never_exits(worker):
     worker.clock.now += 3600
     worker.leases.tick()
     assert worker.exits == 0
+
+
+def test_the_held_map_is_safe_to_read_from_another_thread(stops):
+    seen: list[dict[str, str]] = []
+    reader = threading.Thread(target=lambda: [seen.append(stops.held()) for _ in range(2000)])
+    reader.start()
+    for i in range(2000):
+        stops.add(f"e{i}", "t")
+        stops.remove(f"e{i}")
+    reader.join(10)
+    assert all(isinstance(held, dict) for held in seen) and stops.held() == {}

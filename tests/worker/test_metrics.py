@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from core.executions import ExecutionStore
+from core.leases import LeaseStore
 from core.settings import Settings
 from engine.errors import NodeExecutionError
 from engine.executor import run_workflow
@@ -14,7 +15,7 @@ from engine.nodes.lm_chat_mock import MockChatModel
 from engine.services import Services
 from memory.window import InProcessMemory
 from mini_n8n.redis_server import free_port
-from tests.worker.test_execution_run import RecordingOutbox, launch
+from tests.worker.test_execution_run import RecordingOutbox, id_of, launch
 from worker.execution_run import ExecutionRunner
 from worker.metrics import WorkerMetrics
 from worker.runtime import WorkerRuntime
@@ -67,8 +68,9 @@ def runner(redis_url, redis_client, keys, metrics, engine):
     )
     stops = Stops(settings.redis_url, keys.stop_channel())
     store = ExecutionStore(redis_client, keys)
+    leases = LeaseStore(redis_client, keys, settings.lease_seconds)
     yield ExecutionRunner(
-        settings, store, CountingOutbox(), services, stops, engine=engine, metrics=metrics
+        settings, store, leases, CountingOutbox(), services, stops, engine=engine, metrics=metrics
     )
     stops.close()
 
@@ -82,8 +84,8 @@ def test_a_successful_execution_counts_its_outcome_waits_model_calls_and_tokens(
 ):
     payload = launch(runner.store, "What is 19 * 23?")
     assert runner.run(payload) == "success"
-    record = runner.store.get(payload["record"]["id"])
-    model_calls = len(record["runData"][MODEL])
+    record = runner.store.get(id_of(payload))
+    model_calls = len(record.run_data[MODEL])
     assert model_calls == 2  # the tool call, then the answer
     assert engine.running_seen == [1.0]  # running while the engine ran, and only then
     assert value(metrics, "mini_n8n_running_executions") == 0

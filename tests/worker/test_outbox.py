@@ -1,5 +1,6 @@
-"""The worker's outbox keeps publishing whatever one message or one batch does to it: the
-thread that serves every execution of a worker must never die of one of them."""
+"""The worker's outbox keeps publishing whatever one message, one batch or Redis does to it: the
+thread that serves every execution of a worker must never die of one of them, a flush tells
+when everything before it is out, and the final event is numbered after it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import threading
 
 import redis
 
+from core.execution_record import Status
+from core.results import FinalResult
+from worker import publisher
 from worker.publisher import Outbox
 
 
@@ -33,11 +37,22 @@ def test_a_lone_surrogate_in_a_chunk_is_published_as_a_json_escape(redis_url, re
     pubsub = _subscriber(redis_url, "c1")
     outbox = Outbox(redis_client)
     outbox.chunk("c1", {"type": "item", "content": "a\ud800b"})
-    assert outbox.done("c1", {"status": "success"}).wait(5)
-    first, last = _messages(pubsub, 2)
+    assert outbox.flush("c1").wait(5)
+    (first,) = _messages(pubsub, 1)
     assert first["lines"] == '{"type":"item","content":"a\\ud800b"}\n'
     assert json.loads(first["lines"])["content"] == "a\ud800b"
-    assert last == {"s": 1, "done": {"status": "success"}}
+
+
+def test_the_final_event_is_numbered_after_everything_flushed_before_it(redis_url, redis_client):
+    pubsub = _subscriber(redis_url, "c4")
+    outbox = Outbox(redis_client)
+    outbox.chunk("c4", {"type": "item", "content": "a"})
+    outbox.response("c4", {"status": 200, "body": "ok"})
+    assert outbox.flush("c4").wait(5)
+    assert [m["s"] for m in _messages(pubsub, 2)] == [0, 1]
+    event, seq = outbox.final("c4", FinalResult(Status.SUCCESS))
+    assert seq == 2 and json.loads(event) == {"s": 2, "done": {"status": "success", "error": None}}
+    assert outbox.final("c4", FinalResult(Status.SUCCESS))[1] == 0  # the channel is forgotten
 
 
 class FailingOnce(redis.Redis):
@@ -61,14 +76,52 @@ def test_an_unexpected_error_in_one_batch_does_not_stop_the_next(redis_url):
     client = FailingOnce.from_url(redis_url, decode_responses=True)
     pubsub = _subscriber(redis_url, "c2")
     outbox = Outbox(client)
-    lost = outbox.done("c0", {"status": "success"})
-    assert lost.wait(5)  # its finisher is not left waiting on a batch that failed
+    outbox.chunk("c0", {"type": "item", "content": "lost"})
+    assert outbox.flush("c0").wait(5)  # its finisher is not left waiting on a batch that failed
     outbox.chunk("c2", {"type": "item", "content": "after"})
-    assert outbox.done("c2", {"status": "success"}).wait(5)
-    assert [m.get("lines") for m in _messages(pubsub, 2)][0] == (
-        '{"type":"item","content":"after"}\n'
-    )
+    assert outbox.flush("c2").wait(5)
+    assert [m.get("lines") for m in _messages(pubsub, 1)] == ['{"type":"item","content":"after"}\n']
     assert outbox.idle()
+
+
+class UnreachableTwice(redis.Redis):
+    """A client whose first two pipelines find Redis unreachable."""
+
+    failures = 2
+
+    def pipeline(self, *args, **kwargs):
+        pipe = super().pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        def flaky():
+            if UnreachableTwice.failures:
+                UnreachableTwice.failures -= 1
+                raise redis.ConnectionError("Connection refused")
+            return execute()
+
+        pipe.execute = flaky
+        return pipe
+
+
+def test_a_batch_redis_refused_is_published_once_it_answers(redis_url, caplog):
+    client = UnreachableTwice.from_url(redis_url, decode_responses=True)
+    pubsub = _subscriber(redis_url, "c5")
+    outbox = Outbox(client, sleep=lambda seconds: None)
+    outbox.chunk("c5", {"type": "item", "content": "kept"})
+    assert outbox.flush("c5").wait(5)
+    assert _messages(pubsub, 1)[0]["lines"] == '{"type":"item","content":"kept"}\n'
+    assert caplog.text.count("retrying") == 2
+
+
+def test_a_batch_redis_refuses_past_the_bound_is_dropped_and_the_flush_ends(
+    redis_url, monkeypatch, caplog
+):
+    monkeypatch.setattr(publisher, "PUBLISH_RETRY_SECONDS", 0)
+    UnreachableTwice.failures = 1
+    outbox = Outbox(UnreachableTwice.from_url(redis_url), sleep=lambda seconds: None)
+    outbox.chunk("c6", {"type": "item", "content": "dropped"})
+    assert outbox.flush("c6").wait(5)
+    assert "dropped" in caplog.text
 
 
 def test_a_dead_publisher_thread_is_started_again(redis_url, redis_client):
@@ -78,6 +131,7 @@ def test_a_dead_publisher_thread_is_started_again(redis_url, redis_client):
     dead.start()
     dead.join()
     outbox._thread = dead  # as if it had died
-    assert outbox.done("c3", {"status": "success"}).wait(5)
-    assert _messages(pubsub, 1) == [{"s": 0, "done": {"status": "success"}}]
+    outbox.chunk("c3", {"type": "item", "content": "x"})
+    assert outbox.flush("c3").wait(5)
+    assert _messages(pubsub, 1)[0]["s"] == 0
     assert outbox._thread is not dead and outbox._thread.is_alive()
