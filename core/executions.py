@@ -153,7 +153,8 @@ return reply
 # A Chat node waits: take the next reply already queued (the execution goes on running), or
 # record the wait (`running -> waiting`), keeping the session's turn, dropping the lease. A
 # retry (same attempt) gets the answer its first try got: a reply taken is never lost.
-# KEYS: record, lease, replies, resume, taken, [running index, waiting index]
+# A stop asked for meanwhile wins: it does not wait ('stopped').
+# KEYS: record, lease, replies, resume, taken, stop, [running index, waiting index]
 # ARGV: claim token, waiting record, ttl s, resume state, deadline ms ('' = none), execution id,
 #       expected rev, attempt
 _PAUSE = (
@@ -169,6 +170,7 @@ if taken and string.sub(taken, 1, #mark) == mark then
   return {'reply', string.sub(taken, #mark + 1)}
 end
 if status ~= 'running' then return {'refused'} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'stopped'} end
 local reply = redis.call('LPOP', KEYS[3])
 if reply then
   redis.call('SET', KEYS[5], mark .. reply, 'EX', ARGV[3])
@@ -178,9 +180,9 @@ if rev ~= tonumber(ARGV[7]) then return {'refused'} end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[3])
 redis.call('DEL', KEYS[2])
-if KEYS[6] then
-  redis.call('ZREM', KEYS[6], ARGV[6])
-  if ARGV[5] ~= '' then redis.call('ZADD', KEYS[7], ARGV[5], ARGV[6]) end
+if KEYS[7] then
+  redis.call('ZREM', KEYS[7], ARGV[6])
+  if ARGV[5] ~= '' then redis.call('ZADD', KEYS[8], ARGV[5], ARGV[6]) end
 end
 return {'paused'}
 """
@@ -372,8 +374,9 @@ class ExecutionStore:
         attempt: str,
     ) -> tuple[str, str | None]:
         """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
-        on), ("paused", None) once recorded `waiting`, ("refused", None) if it stopped being
-        this worker's (stopped, or reaped). `attempt` names this pause (letters and digits): a
+        on), ("paused", None) once recorded `waiting`, ("stopped", None) when a stop was asked
+        for (it is to end canceled), ("refused", None) if it stopped being this worker's
+        (reaped). `attempt` names this pause (letters and digits): a
         retry with the same one gets the same answer."""
         execution_id = running.id
         keys = [
@@ -382,6 +385,7 @@ class ExecutionStore:
             self.keys.execution_replies(execution_id),
             self.keys.execution_resume(execution_id),
             self.keys.execution_taken(execution_id),
+            self.keys.execution_stop(execution_id),
         ]
         if not self.cluster:
             keys += [self.keys.running(), self.keys.waiting()]

@@ -11,6 +11,8 @@ from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
 
 MARKER_SECONDS = 300
+STOPPED_WAITING = "The execution was stopped while it waited for a reply."
+STOPPED_NEW = "The execution was stopped before it started."
 
 
 def request_stop(store: ExecutionStore, execution_id: str) -> ExecutionRecord | None:
@@ -21,9 +23,7 @@ def request_stop(store: ExecutionStore, execution_id: str) -> ExecutionRecord | 
             return record
         if record.status == Status.RUNNING:
             break
-        why = ("The execution was stopped while it waited for a reply."
-               if record.status == Status.WAITING
-               else "The execution was stopped before it started.")  # fmt: skip
+        why = STOPPED_WAITING if record.status == Status.WAITING else STOPPED_NEW
         if store.cancel(record, why):
             return store.get(execution_id)
         # It changed meanwhile (claimed, resumed): look again.

@@ -31,7 +31,7 @@ from core.leases import LeaseStore
 from core.results import FinalResult
 from core.retry import retrying
 from core.settings import Settings
-from core.stops import stop_requested
+from core.stops import STOPPED_WAITING, stop_requested
 from core.task import TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.executor import run_workflow
@@ -161,6 +161,9 @@ class ExecutionRunner:
             outcome, reply = self.conversations.pause(
                 payload, running, run, _bounded_run_data(run.run_data)
             )
+            if outcome == "stopped":  # asked while it was about to wait
+                run.status, run.error = Status.CANCELED, STOPPED_WAITING
+                return self._finish(payload, running, run, claim)
             if outcome != "reply":
                 claim.ended(Status.WAITING if outcome == "paused" else Status.CRASHED)
                 return Status.WAITING
@@ -225,6 +228,7 @@ class ExecutionRunner:
     ) -> str:
         """Once every chunk is out, record the outcome and publish the final event in one step
         (counted crashed when Redis never took it)."""
+        self.conversations.forget(running.id)
         channel = self.keys.execution_events(running.id)
         if not self.outbox.flush(channel).wait(FLUSH_SECONDS):
             log.warning("execution %s: its chunks are not all published yet", running.id)

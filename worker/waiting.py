@@ -3,8 +3,8 @@ publish each Chat-node message, let an execution that waits for its user's reply
 saved in Redis, no worker slot held), and continue a resumed one from that state.
 
 A reply that came before the Chat node waited is already queued for it (core/executions.py
-`reply`): the pause takes it instead, and the execution goes on here at once. So a Chat node's
-message can go out as soon as it is sent: a quick answer to it is never refused.
+`reply`): the pause takes it instead, and the execution goes on here at once. So no message of
+the session is ever refused or run beside the conversation, however quick.
 
 The Redis side is core/waiting.py and core/executions.py; the runner (worker/execution_run.py)
 calls in here at three points: building the hooks, calling the engine, and when a run waits.
@@ -40,21 +40,34 @@ class Conversations:
         self.waiting = WaitingStore(store)
         self.keys = store.keys
         self.outbox = outbox
+        # A message that waits for a reply, held until its wait is recorded (execution id ->
+        # message).
+        self._held: dict[str, dict[str, Any]] = {}
 
     def attach(self, hooks: Hooks, payload: TaskPayload, record: ExecutionRecord) -> None:
         """Chat-node messages go to the execution's message list and channel (and, for a run
-        from the editor, to its push channel, which the chat panel reads)."""
+        from the editor, to its push channel, which the chat panel reads). A message that waits
+        for a reply goes once the wait is recorded (`pause`): whoever reads it may then find the
+        execution waiting."""
         execution_id = record.id
 
         def send(message: dict[str, Any]) -> None:
-            n = retrying(
-                lambda: self.waiting.send_message(execution_id, message), "chat message", log
-            )
-            if payload.push_ref:
-                data = {"executionId": execution_id, "n": n, **message}
-                self.outbox.event(self.keys.push(payload.push_ref), "chatMessage", data)
+            if message.get("wait"):
+                self._held[execution_id] = message
+            else:
+                self._send(payload, execution_id, message)
 
         hooks.add_handler("sendMessage", send)
+
+    def _send(self, payload: TaskPayload, execution_id: str, message: dict[str, Any]) -> None:
+        n = retrying(lambda: self.waiting.send_message(execution_id, message), "chat message", log)
+        if payload.push_ref:
+            data = {"executionId": execution_id, "n": n, **message}
+            self.outbox.event(self.keys.push(payload.push_ref), "chatMessage", data)
+
+    def forget(self, execution_id: str) -> None:
+        """The run ended: a message it held (it failed before it could wait) is dropped."""
+        self._held.pop(execution_id, None)
 
     def resume(self, payload: TaskPayload, record: ExecutionRecord) -> dict[str, Any] | None:
         """The engine's `resume=` when the task continues a waiting execution: its saved state
@@ -73,8 +86,9 @@ class Conversations:
         self, payload: TaskPayload, running: ExecutionRecord, run: Run, run_data: dict[str, Any]
     ) -> tuple[str, dict[str, Any] | None]:
         """The run waits for its user's reply: ("reply", the reply item) when one already came
-        (the run goes on at once), ("paused", None) once it waits in Redis, or ("refused", None)
-        if the record stopped being this worker's (stopped, or reaped)."""
+        (the run goes on at once), ("paused", None) once it waits in Redis, ("stopped", None)
+        when a stop was asked for, or ("refused", None) if the record stopped being this
+        worker's (reaped)."""
         state = run.waiting or {}
         waiting = running.next(
             status=Status.WAITING,
@@ -91,6 +105,9 @@ class Conversations:
         outcome, reply = retrying(
             lambda: self.store.pause(running, waiting, saved, attempt), "waiting for a reply", log
         )
+        held = self._held.pop(running.id, None)
+        if held is not None and outcome in ("paused", "reply"):
+            self._send(payload, running.id, held)
         if outcome == "refused":
             log.warning("execution %s stopped being ours before it could wait", running.id)
         elif outcome == "paused" and payload.push_ref:

@@ -11,6 +11,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from core.executions import ExecutionStore
+from core.stops import request_stop
 from core.waiting import EXPIRED
 from tests.chat.conversation import (
     CONTINUE,
@@ -214,7 +215,7 @@ def test_stopping_a_waiting_execution_ends_its_socket_with_a_message(chat_deploy
     execution_id = start(deploy.base, workflow, session)
     with open_chat(deploy.base, session, execution_id) as ws:
         assert next_frame(ws) == FIRST
-        ExecutionStore(deploy.redis, deploy.keys).request_stop(execution_id)  # what REST does
+        request_stop(ExecutionStore(deploy.redis, deploy.keys), execution_id)  # what REST does
         assert error_message(next_frame(ws)) == (
             "The execution was stopped while it waited for a reply."
         )

@@ -1,0 +1,204 @@
+"""The execution lifecycle as a state machine (hypothesis), against a real Redis: random
+interleavings of arrivals, claims (duplicated, and retried), chunks' end, waits, replies, lost
+leases and queue times, reaps and stops, from two workers and the api, keep the invariants:
+
+- one runner per execution: between two `new` periods, one claim wins (its retry is the same
+  claim);
+- session order: an execution is claimed only when every earlier one of its session ended;
+- a finished execution stays finished;
+- no turn lost: the first unfinished execution of a session is always the one whose turn it is;
+- a reply is never lost: every message handed to an unfinished execution is taken by a wait,
+  comes back with its end, or its execution was canceled or crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+)
+
+from core import liveness
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore, Reply
+from core.keys import Keys
+from core.leases import LeaseStore
+from core.stops import request_stop
+
+WORKERS = ("w1", "w2")
+SESSIONS = ("s1", "s2")
+
+
+class Lifecycle(RuleBasedStateMachine):
+    executions = Bundle("executions")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.redis = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+        self.keys = Keys(prefix=f"m{uuid.uuid4().hex[:8]}:")
+        self.store = ExecutionStore(self.redis, self.keys, queue_timeout_seconds=300)
+        self.leases = LeaseStore(self.redis, self.keys, 5.0)
+        self.order: dict[str, list[str]] = {s: [] for s in SESSIONS}  # arrival order
+        self.tasks: dict[str, ExecutionRecord] = {}  # what each execution's latest task carries
+        self.running: dict[str, ExecutionRecord] = {}  # what its runner holds
+        self.claims: dict[str, int] = {}  # claims won in the current `new` period
+        self.finished: set[str] = set()
+        self.sent: dict[str, list[str]] = {}  # replies handed to each execution
+        self.taken: dict[str, list[str]] = {}  # ...and taken by its waits or its end
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.redis.close()
+
+    # --- the api ----------------------------------------------------------------------------
+    @rule(target=executions, session=st.sampled_from(SESSIONS))
+    def arrive(self, session):
+        self.counter += 1
+        record = ExecutionRecord(f"e{self.counter}", "wf", session_id=session, queued_at=1)
+        self.store.create(record)
+        self.order[session].append(record.id)
+        self.tasks[record.id] = record
+        self.claims[record.id] = 0
+        self.sent[record.id], self.taken[record.id] = [], []
+        return record.id
+
+    @rule(execution=executions, text=st.sampled_from(["hi", "Ada", "\ud800"]))
+    def reply(self, execution, text):
+        record = self.store.get(execution)
+        outcome, queued = self.store.reply(record, {"json": {"chatInput": text}})
+        if record.finished:
+            assert outcome == Reply.ENDED
+            return
+        if outcome == Reply.RESUMED:
+            self.tasks[execution] = queued  # the task that continues it carries this record
+            self.claims[execution] = 0
+            self.taken[execution].append(text)  # the resume task carries it to the engine
+        if outcome != Reply.ENDED:
+            self.sent[execution].append(text)
+
+    @rule(execution=executions)
+    def stop(self, execution):
+        request_stop(self.store, execution)
+
+    # --- workers ----------------------------------------------------------------------------
+    @rule(execution=executions, worker=st.sampled_from(WORKERS), retry=st.booleans())
+    def claim(self, execution, worker, retry):
+        """A worker took the task (perhaps a duplicate delivery): its turn, then the claim."""
+        task = self.tasks[execution]
+        line = self.store.lines.key(task)
+        turn = self.store.lines.turn(execution, line)
+        if not turn.mine:
+            return
+        token = f"{worker}x{self.counter}"
+        self.counter += 1
+        running = task.next(status=Status.RUNNING, claim=token)
+        if self.store.claim(task, running):
+            earlier = self.order[task.session_id][: self.order[task.session_id].index(execution)]
+            assert all(e in self.finished for e in earlier), "claimed out of its session's order"
+            self.claims[execution] += 1
+            assert self.claims[execution] == 1, "two claims won one `new` period"
+            self.running[execution] = running
+            if retry:
+                assert self.store.claim(task, running), "a retried claim is the same claim"
+
+    @rule(execution=executions, retry=st.booleans())
+    def pause(self, execution, retry):
+        running = self.running.get(execution)
+        if running is None:
+            return
+        waiting = running.next(status=Status.WAITING)
+        attempt = uuid.uuid4().hex
+        outcome, reply = self.store.pause(running, waiting, "{}", attempt)
+        if retry:
+            assert self.store.pause(running, waiting, "{}", attempt) == (outcome, reply)
+        if outcome == "reply":
+            self.taken[execution].append(json.loads(reply)["json"]["chatInput"])
+        elif outcome == "paused":
+            del self.running[execution]
+        else:
+            del self.running[execution]  # stopped being its: reaped while it ran
+
+    @rule(
+        execution=executions,
+        status=st.sampled_from([Status.SUCCESS, Status.ERROR]),
+        retry=st.booleans(),
+    )
+    def finish(self, execution, status, retry):
+        running = self.running.pop(execution, None)
+        if running is None:
+            return
+        final = running.next(status=status)
+        ended = self.store.finish(running, final, "")
+        if ended.written:
+            self.taken[execution] += [json.loads(r)["json"]["chatInput"] for r in ended.leftovers]
+        if retry:
+            assert self.store.finish(running, final, "").outcome in ("already", "refused")
+
+    # --- faults -----------------------------------------------------------------------------
+    @rule(execution=executions)
+    def lose_lease(self, execution):
+        """Its worker died (or stopped renewing)."""
+        self.redis.delete(self.keys.execution_lease(execution))
+
+    @rule(execution=executions)
+    def queue_time_runs_out(self, execution):
+        self.redis.delete(self.keys.execution_queued(execution))
+
+    @rule(execution=executions)
+    def reap(self, execution):
+        self.store.reap(execution)
+        self.store.reap(execution)  # the loss confirmed (CONFIRM_MS is 0 here)
+
+    # --- invariants -------------------------------------------------------------------------
+    @invariant()
+    def finished_stays_finished_and_no_turn_is_lost(self):
+        for session, ids in self.order.items():
+            first_unfinished = None
+            for execution_id in ids:
+                record = self.store.get(execution_id)
+                if record.finished:
+                    self.finished.add(execution_id)
+                else:
+                    assert execution_id not in self.finished, "a finished execution came back"
+                    first_unfinished = first_unfinished or execution_id
+            if first_unfinished is not None:
+                line = self.keys.session_queue("wf", session)
+                assert self.store.lines.turn(first_unfinished, line).mine, "a turn was lost"
+
+    @invariant()
+    def no_reply_is_lost(self):
+        for execution_id, sent in self.sent.items():
+            record = self.store.get(execution_id)
+            if record.status in (Status.CANCELED, Status.CRASHED):
+                continue
+            pending = self.redis.lrange(self.keys.execution_replies(execution_id), 0, -1)
+            queued = [json.loads(r)["json"]["chatInput"] for r in pending]
+            assert sorted(self.taken[execution_id] + queued) == sorted(sent), execution_id
+
+
+REDIS_URL = ""
+
+
+@pytest.fixture(autouse=True)
+def _setup(redis_url, monkeypatch):
+    global REDIS_URL
+    REDIS_URL = redis_url
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+
+
+Lifecycle.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+test_lifecycle = Lifecycle.TestCase
