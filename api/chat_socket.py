@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 from flask import Flask, request
@@ -50,6 +51,8 @@ CONTINUE = "n8n|continue"
 CLIENT_GONE = "the chat client went away"
 ALREADY_OPEN = "This conversation was opened in another window."
 HANDOVER_SECONDS = 5.0
+# How long a socket waits to hear where its conversation goes on (core/events.py `next`).
+FOLLOW_SECONDS = 10.0
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
 CLOSE_NORMAL = 1000
@@ -122,13 +125,13 @@ class ChatConnection:
                 else:
                     self.send(error_frame(not_waiting(record)))
                 return
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-            self._relay(stream)
+            threading.Thread(target=self._read, daemon=True).start()
+            self._relay()
         finally:
             with _open_lock:
                 _open.discard(self)
             self.closed.set()
-            self.rt.relay().unsubscribe(stream)
+            self.rt.relay().unsubscribe(self._stream)
             self.released.set()
 
     def _subscribe(self) -> Stream:
@@ -181,10 +184,10 @@ class ChatConnection:
         return self.rt.executions.get(self.execution_id)
 
     # --- server to client -----------------------------------------------------------------
-    def _relay(self, stream: Stream) -> None:
+    def _relay(self) -> None:
         quiet = self.rt.settings.keepalive_seconds
         while not self.closed.is_set():
-            event = stream.get(timeout=quiet)
+            event = self._current().get(timeout=quiet)
             if event is None:
                 self.send(HEARTBEAT)
                 # As the relay does for streams: a lost worker or a reply no worker took in
@@ -198,12 +201,43 @@ class ChatConnection:
                 self._message(event.body)
             elif event.kind == Kind.DONE:
                 self._write_pending()
-                self._end(self._record(), FinalResult.from_json(event.body))
+                result = FinalResult.from_json(event.body)
+                if result.continues and self._follow():
+                    continue
+                self._end(self._record(), result)
                 return
             elif event.kind == Kind.BROKEN:
                 if not self.closed.is_set():
                     self.send(error_frame(f"The chat was interrupted: {event.reason}"))
                 return
+
+    def _current(self) -> Stream:
+        assert self._stream is not None, "the socket relays once subscribed"
+        return self._stream
+
+    def _follow(self) -> bool:
+        """The conversation goes on in the session's next execution (messages that came
+        while it ran and no Chat node waited for, api/conversation.py): relay that one now.
+        False if its start is not heard of in time."""
+        deadline = time.monotonic() + FOLLOW_SECONDS
+        while (left := deadline - time.monotonic()) > 0 and not self.closed.is_set():
+            event = self._current().get(timeout=left)
+            if event is not None and event.kind == Kind.BROKEN:
+                return False
+            if event is not None and event.kind == Kind.NEXT:
+                break
+        else:
+            return False
+        old, self.execution_id = self._current(), str(event.body.get("executionId", ""))
+        try:
+            self._stream = self._subscribe()
+        except RelayError:
+            self._stream = old
+            return False
+        self.rt.relay().unsubscribe(old)
+        self.next_n = self.waits.delivered(self.execution_id)
+        self._write_pending()
+        return True
 
     def _message(self, body: dict[str, Any]) -> None:
         n = body.get("n")
@@ -247,7 +281,7 @@ class ChatConnection:
             self.closed.set()
 
     # --- client to server -----------------------------------------------------------------
-    def _read(self, stream: Stream) -> None:
+    def _read(self) -> None:
         try:
             while not self.closed.is_set():
                 data = self.ws.receive()
@@ -258,7 +292,8 @@ class ChatConnection:
         except Exception:  # never let a reader die silently with the socket open
             log.exception("chat socket of execution %s: reading failed", self.execution_id)
         self.closed.set()
-        stream.fail(CLIENT_GONE)  # wakes the relay loop, which then unsubscribes
+        if self._stream is not None:
+            self._stream.fail(CLIENT_GONE)  # wakes the relay loop, which then unsubscribes
 
     def _handle(self, data: str) -> None:
         if data in HEARTBEAT_ACKS:

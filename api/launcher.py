@@ -110,7 +110,7 @@ class Launcher:
         """Enqueue the continuation of a waiting execution, already moved `waiting -> new`
         (core/executions.py `reply`): whichever worker takes it continues the execution from
         Redis, with the workflow version it started with (what its first task carried)."""
-        payload = TaskPayload.resuming(record, saved["source"], saved.get("pushRef"), reply)
+        payload = TaskPayload.resuming(record, saved, reply)
         try:
             self._enqueue(payload)
         except Exception as err:
@@ -190,5 +190,7 @@ class Launcher:
                 from worker.runtime import WorkerRuntime
 
                 outbox = LocalOutbox(self.store.client, self.relay.deliver)
-                self._runtime = WorkerRuntime(self.settings, self.store.client, outbox=outbox)
+                self._runtime = WorkerRuntime(
+                    self.settings, self.store.client, outbox=outbox, send_task=self._enqueue
+                )
             return self._runtime

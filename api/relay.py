@@ -122,9 +122,14 @@ class _Shard:
 
 class Relay:
     def __init__(
-        self, redis_url: str, max_stream_bytes: int = 8 * 1024 * 1024, cluster: bool = False
+        self,
+        redis_url: str,
+        max_stream_bytes: int = 8 * 1024 * 1024,
+        cluster: bool = False,
+        subscribe_timeout: float = SUBSCRIBE_TIMEOUT,
     ):
         self.redis_url = redis_url
+        self.subscribe_timeout = subscribe_timeout
         self.max_stream_bytes = max_stream_bytes
         self.cluster = cluster
         # In a cluster, events are published with SPUBLISH to the shard owning the channel's
@@ -160,7 +165,7 @@ class Relay:
                 self._streams.pop(channel, None)
                 self._reset(self._shards.get(node[0]))
                 raise RelayError(f"cannot subscribe: {err}") from err
-        if not stream.confirmed.wait(SUBSCRIBE_TIMEOUT):
+        if not stream.confirmed.wait(self.subscribe_timeout):
             self.unsubscribe(stream)
             raise RelayError("Redis did not confirm the subscription in time")
         return stream

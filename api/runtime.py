@@ -44,7 +44,8 @@ class ApiRuntime:
             settings.redis_url,
             settings.redis_cluster,
             blocking_pool=REDIS_POOL_SIZE,  # per node in a cluster
-            timeout=10,
+            # While Redis is paused every connection of the pool waits: so does a request for one.
+            timeout=settings.redis_timeout_seconds,
             # Rides out a Redis pause or failover: a request waits rather than fails.
             socket_timeout=settings.redis_timeout_seconds,
             decode_responses=True,
@@ -98,7 +99,12 @@ class ApiRuntime:
     def relay(self) -> Relay:
         with self._lock:
             if self._relay is None:
-                self._relay = Relay(self.settings.redis_url, cluster=self.settings.redis_cluster)
+                self._relay = Relay(
+                    self.settings.redis_url,
+                    cluster=self.settings.redis_cluster,
+                    # Redis paused: the confirmation comes once it is back (as every command).
+                    subscribe_timeout=self.settings.redis_timeout_seconds,
+                )
             return self._relay
 
     @property

@@ -10,6 +10,8 @@ On the wire each event is one JSON object:
 | done     | {"s": n, "done": {"status", "error", "output", ...}}    | the worker, last; or a stop    |
 | push     | {"push": {"type": ..., "data": ...}}                    | editor events, on push:<ref>   |
 | message  | {"message": {"n": i, "text", "wait", "node"}}           | a Chat node (core/waiting.py)  |
+| next     | {"next": {"executionId": id}}                           | the worker, after a `done`     |
+|          |                                                         | that says `"continues": true`  |
 
 `s` numbers one execution's events from 0, so a subscriber notices a lost one. An event without
 `s` is a control message (the stop of a queued execution, which the api itself publishes) or a
@@ -36,6 +38,9 @@ class Kind(StrEnum):
     DONE = "done"
     PUSH = "push"
     MESSAGE = "message"
+    # The conversation goes on in the session's next execution (started by messages this one
+    # never waited for): a chat socket follows it there.
+    NEXT = "next"
     # Never on the wire: what a subscriber reports when the channel itself failed (a gap, an
     # unreadable message, a lost connection, a reader too slow).
     BROKEN = "broken"
@@ -74,6 +79,10 @@ def message(body: dict[str, Any]) -> Event:
     return Event(Kind.MESSAGE, body)
 
 
+def next_execution(execution_id: str) -> Event:
+    return Event(Kind.NEXT, {"executionId": execution_id})
+
+
 def push(event_type: str, data: dict[str, Any]) -> Event:
     return Event(Kind.PUSH, {"type": event_type, "data": data})
 
@@ -106,7 +115,7 @@ def decode(data: str | bytes) -> Event:
     seq = message.get("s")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
         raise EventError('"s" is not a sequence number')
-    for kind in (Kind.LINES, Kind.DONE, Kind.RESPONSE, Kind.PUSH, Kind.MESSAGE):
+    for kind in (Kind.LINES, Kind.DONE, Kind.RESPONSE, Kind.PUSH, Kind.MESSAGE, Kind.NEXT):
         if kind.value in message:
             return _checked(kind, message, seq)
     raise EventError("no event in the message")

@@ -137,7 +137,12 @@ end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 local leftovers = redis.call('LRANGE', KEYS[6], 0, -1)
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8])
-if ARGV[5] ~= '' then redis.call(ARGV[6], KEYS[7], ARGV[5]) end
+if ARGV[5] ~= '' then
+  local event = ARGV[5]
+  -- Replies it never took start the session's next execution: its chat socket will follow.
+  if #leftovers > 0 then event = string.sub(event, 1, -3) .. ',"continues":true}}' end
+  redis.call(ARGV[6], KEYS[7], event)
+end
 if KEYS[9] then
   redis.call('ZREM', KEYS[9], ARGV[9])
   redis.call('ZREM', KEYS[10], ARGV[9])

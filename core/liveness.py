@@ -61,3 +61,9 @@ local function judge(status, leased, queued)
   return 'ended'
 end
 """
+
+
+def lost_within(lease_seconds: float, check_every_seconds: float = 1.0) -> float:
+    """At most how long after its worker's last renewal a lost execution is ended: its lease
+    runs out, a reaper (workers look every second) sees it lost, and again CONFIRM_MS later."""
+    return lease_seconds + CONFIRM_MS / 1000 + 2 * check_every_seconds

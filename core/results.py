@@ -26,6 +26,8 @@ class FinalResult:
     read_from_record: bool = False
     complete: bool = True
     expired: bool = False  # a Chat node's wait ran out
+    # The session's conversation goes on in a next execution (core/events.py `next`).
+    continues: bool = False
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"status": self.status.value, "error": self.error}
@@ -53,6 +55,7 @@ class FinalResult:
             output=body.get("output"),
             streamed=body.get("streamed") is True,
             expired=body.get("expired") is True,
+            continues=body.get("continues") is True,
         )
 
     @classmethod

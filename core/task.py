@@ -81,16 +81,34 @@ class TaskPayload:
         )
 
     @classmethod
-    def resuming(cls, record: ExecutionRecord, source: dict[str, Any], push_ref: str | None,
-                 reply: dict[str, Any] | None) -> TaskPayload:  # fmt: skip
-        """The task that continues a waiting execution: with the user's reply, or with none
-        when its time limit passed."""
+    def resuming(
+        cls, record: ExecutionRecord, saved: dict[str, Any], reply: dict[str, Any] | None
+    ) -> TaskPayload:
+        """The task that continues a waiting execution, from what its wait saved (the workflow
+        version it started with, its trigger, the editor listening): with the user's reply, or
+        with none when its time limit passed."""
+        source = saved.get("source") or {}
         return cls(
             record=record,
             workflow_ref=source.get("workflowRef"),
             workflow=source.get("workflow"),
+            start_node=saved.get("trigger"),
             response_mode=record.response_mode,
-            push_ref=push_ref,
+            push_ref=saved.get("pushRef"),
             reply=reply,
             expired=reply is None,
+        )
+
+    def next_in_session(self, record: ExecutionRecord, message: dict[str, Any]) -> TaskPayload:
+        """The task of the session's next execution, started by a message of this one's
+        conversation that no Chat node waited for."""
+        return TaskPayload(
+            record=record,
+            workflow_ref=self.workflow_ref,
+            workflow=self.workflow,
+            start_node=self.start_node,
+            items=[message],
+            streaming=False,
+            response_mode=self.response_mode,
+            push_ref=self.push_ref,
         )

@@ -22,6 +22,7 @@ from core.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from core.task import TaskPayload
     from worker.runtime import WorkerRuntime
 
 TASK_NAME = "mini_n8n.run_execution"
@@ -132,11 +133,25 @@ class CeleryTaskIds(logging.Filter):
         return True
 
 
+def send(app: Celery, payload: TaskPayload) -> None:
+    """Send an execution's task from a worker (the session's next execution, started by a
+    message its conversation left over): as the api sends one (api/launcher.py)."""
+    record = payload.record
+    app.send_task(
+        TASK_NAME,
+        args=[payload.encode()],
+        argsrepr=f"[execution {record.id} of workflow {record.workflow_id}]",
+        kwargsrepr="{}",
+        task_id=record.id,
+        queue=app.settings.task_queue,
+    )
+
+
 def runtime(app: Celery) -> WorkerRuntime:
     """The app's WorkerRuntime, built on first use (in the worker process only)."""
     with app.runtime_lock:
         if app.runtime is None:
             from worker.runtime import WorkerRuntime
 
-            app.runtime = WorkerRuntime(app.settings)
+            app.runtime = WorkerRuntime(app.settings, send_task=lambda p: send(app, p))
         return app.runtime

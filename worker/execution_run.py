@@ -24,10 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core import events
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
+from core.redis_clients import publish
 from core.results import FinalResult
 from core.retry import retrying
 from core.settings import Settings
@@ -66,8 +68,10 @@ class ExecutionRunner:
         *,
         engine: Callable[..., Run] = run_workflow,
         metrics: WorkerMetrics | None = None,
+        send_task: Callable[[TaskPayload], None] | None = None,
     ):
         self.store = store
+        self.send_task = send_task  # sends another execution's task (a session's next one)
         self.leases = leases
         self.keys = store.keys
         self.outbox = outbox
@@ -141,6 +145,42 @@ class ExecutionRunner:
         except Exception:  # the lease runs out, and a reaper ends it
             log.exception("execution %s could not be ended", running.id)
             return Status.CRASHED
+
+    def _next_in_session(self, payload: TaskPayload, ended: ExecutionRecord,
+                         leftovers: list[str]) -> None:  # fmt: skip
+        """Messages that came while the conversation ran and that no Chat node waited for: the
+        first starts the session's next execution, as if it had come just after the end, and
+        the others are its replies, in order. None is lost."""
+        first, *rest = _leftover_messages(leftovers)
+        if self.send_task is None or not payload.start_node:
+            log.error("execution %s: %d message(s) of its session were not answered",
+                      ended.id, len(leftovers))  # fmt: skip
+            return
+        now = now_ms()
+        record = ExecutionRecord(
+            id=secrets.token_hex(8),
+            workflow_id=ended.workflow_id,
+            workflow_name=ended.workflow_name,
+            mode=ended.mode,
+            created_at=now,
+            queued_at=now,
+            session_id=ended.session_id,
+            response_mode=ended.response_mode,
+        )
+        try:
+            self._step(lambda: self.store.create(record), "the session's next execution")
+            for message in rest:
+                self._reply(record, message)
+            self.send_task(payload.next_in_session(record, first))
+            # The ended one's chat socket was told it continues: here is where.
+            channel = self.keys.execution_events(ended.id)
+            publish(self.store.client, channel, events.encode(events.next_execution(record.id)))
+        except Exception as err:
+            log.exception("execution %s: the session's next execution did not start", ended.id)
+            self.store.fail_start(record, f"could not start: {err}")
+
+    def _reply(self, record: ExecutionRecord, message: dict[str, Any]) -> None:
+        self._step(lambda: self.store.reply(record, message), "the next execution's replies")
 
     def _reap(self, execution_id: str) -> None:
         self._step(lambda: self.store.reap(execution_id), "reaping the session's head")
@@ -261,13 +301,16 @@ class ExecutionRunner:
         else:
             self.outbox.delivered(channel, event)
         claim.ended(run.status if ended.written else Status.CRASHED)
-        if ended.leftovers:
-            log.warning("execution %s ended with %d reply(ies) it never waited for",
-                        running.id, len(ended.leftovers))  # fmt: skip
+        if ended.written and ended.leftovers:
+            self._next_in_session(payload, running, ended.leftovers)
         if payload.push_ref:
             finished = {"executionId": running.id, "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload.push_ref), "executionFinished", finished)
         return run.status
+
+
+def _leftover_messages(leftovers: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in leftovers]
 
 
 def _bounded_run_data(run_data: dict[str, Any]) -> dict[str, Any]:

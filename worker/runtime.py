@@ -7,6 +7,7 @@ mode the api process holds one too (api/launcher.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -18,6 +19,7 @@ from core.leases import LeaseStore
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
+from core.task import TaskPayload
 from engine.services import Services
 from memory.window import InProcessMemory
 from worker import greenlets, warmup
@@ -37,7 +39,13 @@ REDIS_POOL_SIZE = 64
 
 
 class WorkerRuntime:
-    def __init__(self, settings: Settings, client: redis.Redis | None = None, outbox=None):
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis | None = None,
+        outbox=None,
+        send_task: Callable[[TaskPayload], None] | None = None,
+    ):
         self.settings = settings
         self.keys = Keys.from_settings(settings)
         self.client = client or _client(settings)
@@ -66,6 +74,7 @@ class WorkerRuntime:
             self.services,
             self.stops,
             metrics=self.metrics,
+            send_task=send_task,
         )
         self._metrics_server: WSGIServer | None = None
 

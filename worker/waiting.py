@@ -99,8 +99,9 @@ class Conversations:
             **run_data,
         )
         # What a resume needs besides the engine's state: the workflow version it started with,
-        # as its task named it, and where the editor (if it started it) listens.
-        saved = dumps({"engine": state, "source": payload.source(), "pushRef": payload.push_ref})
+        # as its task named it, its trigger, and where the editor (if it started it) listens.
+        saved = dumps({"engine": state, "source": payload.source(), "trigger": payload.start_node,
+                       "pushRef": payload.push_ref})  # fmt: skip
         attempt = secrets.token_hex(8)  # its retries get the answer its first try got
         outcome, reply = retrying(
             lambda: self.store.pause(running, waiting, saved, attempt), "waiting for a reply", log

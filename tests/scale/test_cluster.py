@@ -22,6 +22,7 @@ from redis.cluster import RedisCluster
 from api.relay import Relay
 from core import events
 from core.executions import ExecutionStore
+from core.liveness import lost_within
 from mini_n8n.redis_server import valkey_server_path
 from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat, start
 from tests.chat.conversation import reply as send_reply
@@ -35,7 +36,7 @@ ANSWER_437 = "Based on the tools: Calculator returned 437."
 API_KEY = "cluster-test-key"
 LEASE_SECONDS = 2
 KEEPALIVE_SECONDS = 1
-LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
+LOST_WORKER_BOUND = lost_within(LEASE_SECONDS) + KEEPALIVE_SECONDS
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.liveness import lost_within
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.scale.servers import kill_worker_mid_stream, rabbitmq
@@ -15,7 +16,7 @@ from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 LEASE_SECONDS = 2
 KEEPALIVE_SECONDS = 1
-LOST_WORKER_BOUND = LEASE_SECONDS + KEEPALIVE_SECONDS + 2
+LOST_WORKER_BOUND = lost_within(LEASE_SECONDS) + KEEPALIVE_SECONDS
 ANSWER_437 = "Based on the tools: Calculator returned 437."
 
 
