@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
+import redis
 from _common import pct, redis_server
 
 from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
@@ -57,6 +58,13 @@ def cpu_seconds(root_pid: int) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
     return total / TICKS
+
+
+def command_calls(client: redis.Redis) -> dict[str, int]:
+    """Calls of each command Redis has served so far (the broker's included: it is the same
+    Redis here, as `mini-n8n up` runs it)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
 def start_fake() -> tuple[subprocess.Popen, str]:
@@ -182,11 +190,14 @@ def main(seconds: float, sessions: int) -> None:
                 worker, url = first_after_worker_start(deploy, base, client)
                 api_pid, worker_pid = deploy.apis[0][0].pid, worker.pid
                 load(url, sessions, 3)  # warm every pool and session
+                stats = redis.Redis.from_url(redis_url)
+                calls0 = command_calls(stats)
                 api0, worker0, t0 = cpu_seconds(api_pid), cpu_seconds(worker_pid), time.monotonic()
                 firsts = load(url, sessions, seconds)
                 elapsed = time.monotonic() - t0
                 api_cpu = cpu_seconds(api_pid) - api0
                 worker_cpu = cpu_seconds(worker_pid) - worker0
+                calls = command_calls(stats)
                 n = len(firsts)
                 print(f"{sessions} sessions back to back, {n} messages in {elapsed:.1f} s")
                 print(f"  messages/s            {n / elapsed:8.1f}")
@@ -196,6 +207,10 @@ def main(seconds: float, sessions: int) -> None:
                     f"  first item            p50 {pct(firsts, 50) * 1000:.1f} ms   "
                     f"p99 {pct(firsts, 99) * 1000:.1f} ms"
                 )
+                per = {c: (calls[c] - calls0.get(c, 0)) / n for c in calls}
+                print(f"  Redis commands per message {sum(per.values()):6.1f}  (INFO commandstats)")
+                top = sorted(per.items(), key=lambda kv: -kv[1])[:12]
+                print("    " + ", ".join(f"{c} {v:.1f}" for c, v in top if v >= 0.05))
             finally:
                 deploy.stop()
     finally:

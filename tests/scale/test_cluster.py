@@ -168,7 +168,7 @@ def test_a_stop_reaches_the_worker_running_the_execution(on_cluster):
         if chunk["type"] == "item" and not stopped.is_set():
             stopped.set()
             store = ExecutionStore(on_cluster.redis, on_cluster.keys)
-            execution_id = store.list(workflow["id"])[0]["id"]
+            execution_id = store.list(workflow["id"])[0].id
             answer = httpx.post(  # another api process than the stream's
                 f"{on_cluster.api_b}/rest/executions/{execution_id}/stop",
                 headers={"Authorization": f"Bearer {API_KEY}"},
