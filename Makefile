@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: up test lint format bench clean
+.PHONY: up test test-fast lint format bench clean
 
 up: $(STAMP_RUN)
 	$(BIN)/mini-n8n up
@@ -24,6 +24,10 @@ test: $(STAMP_TEST)
 	scripts/ensure-rabbitmq
 	scripts/ensure-nginx
 	$(BIN)/pytest -q
+
+# The packages' own tests only (no api, worker, browser or compose started): under a minute.
+test-fast: $(STAMP_TEST)
+	$(BIN)/pytest -q -m fast
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check .

