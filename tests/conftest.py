@@ -15,7 +15,6 @@ import redis
 from core.keys import Keys
 from mini_n8n.redis_server import scratch_redis
 
-
 TESTS = Path(__file__).resolve().parent
 # `make test-fast`: the packages' own tests, which start no process of ours (no api, worker,
 # browser or compose) and use only the session's Redis: under a minute.
