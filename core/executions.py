@@ -40,6 +40,7 @@ from typing import Any
 from core import events, liveness
 from core.clock import now_ms
 from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Status
+from core.jsontext import dumps
 from core.keys import Keys
 from core.liveness import Verdict
 from core.redis_clients import is_cluster, publish_command
@@ -318,8 +319,6 @@ class ExecutionStore:
     ) -> tuple[Reply, ExecutionRecord | None]:
         """Hand a chat message to an unfinished execution of its session: queued as its next
         reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue)."""
-        from core.jsontext import dumps
-
         while True:
             queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None)
             execution_id = record.id

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import redis
 
+from core.execution_record import Status
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
 from core.settings import Settings
@@ -147,7 +148,7 @@ class Leases:
         self._last_reap = now
         for execution_id in self.leases.candidates():
             record = self.store.reap(execution_id)
-            if record is None or record.finished or record.status == "waiting":
+            if record is None or record.finished or record.status == Status.WAITING:
                 self.leases.forget(execution_id)
 
     # --- shutdown -------------------------------------------------------------------------
