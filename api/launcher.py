@@ -21,7 +21,7 @@ from core.settings import Settings
 from core.task import TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
-from worker.celery_app import TASK_NAME
+from worker.celery_app import send_execution
 
 if TYPE_CHECKING:
     from worker.runtime import WorkerRuntime
@@ -166,20 +166,7 @@ class Launcher:
             app = self._celery()
             if self._producer is None:
                 self._producer = app.amqp.Producer(app.connection_for_write())
-            # The task id is the execution id: Celery's lines, Flower and the worker's logs
-            # (core/logs.py) all name the execution by it.
-            record = payload.record
-            app.send_task(
-                TASK_NAME,
-                args=[payload.encode()],
-                # What Celery logs and shows (Flower) as the arguments: not a repr of the whole
-                # payload and its workflow, which cost a few percent of the api's CPU per message.
-                argsrepr=f"[execution {record.id} of workflow {record.workflow_id}]",
-                kwargsrepr="{}",
-                task_id=record.id,
-                queue=self.settings.task_queue,
-                producer=self._producer,
-            )
+            send_execution(app, payload, self._producer)
 
     def _local_runtime(self):
         """Regular mode (EXECUTIONS_MODE=regular): this api process runs executions itself,

@@ -52,13 +52,7 @@ class ApiRuntime:
             client_name="mini-n8n-api",
         )
         self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
-        self.executions = ExecutionStore(
-            self.redis,
-            self.keys,
-            settings.executions_ttl,
-            queue_timeout_seconds=settings.queue_timeout_seconds,
-            lease_seconds=settings.lease_seconds,
-        )
+        self.executions = ExecutionStore.from_settings(self.redis, self.keys, settings)
         self.memory = RedisMemory(self.redis, self.keys)
         self._relay: Relay | None = None
         self._celery = None

@@ -267,6 +267,16 @@ class ExecutionStore:
         self._pause = client.register_script(_PAUSE)
         self._reply = client.register_script(_REPLY)
 
+    @classmethod
+    def from_settings(cls, client, keys: Keys, settings) -> ExecutionStore:
+        return cls(
+            client,
+            keys,
+            settings.executions_ttl,
+            queue_timeout_seconds=settings.queue_timeout_seconds,
+            lease_seconds=settings.lease_seconds,
+        )
+
     def load_scripts(self) -> None:
         """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
         (in a cluster, SCRIPT LOAD goes to every primary)."""

@@ -6,7 +6,7 @@ tasks) never builds one. Results are never stored in Celery (the execution recor
 the result), and tasks are acknowledged when they start: together with the `new -> running`
 claim this gives at-most-once execution (see core/executions.py).
 
-Celery is imported when an app is built, not with this module: the api imports TASK_NAME from
+Celery is imported when an app is built, not with this module: the api imports send_execution from
 here, and only a process that sends or runs tasks needs Celery.
 """
 
@@ -133,17 +133,22 @@ class CeleryTaskIds(logging.Filter):
         return True
 
 
-def send(app: Celery, payload: TaskPayload) -> None:
-    """Send an execution's task from a worker (the session's next execution, started by a
-    message its conversation left over): as the api sends one (api/launcher.py)."""
+def send_execution(app: Celery, payload: TaskPayload, producer=None) -> None:
+    """Send an execution's task: from the api (with its one shared producer), or from a worker
+    (the session's next execution, started by messages a conversation left over)."""
     record = payload.record
     app.send_task(
         TASK_NAME,
         args=[payload.encode()],
+        # What Celery logs and shows (Flower) as the arguments: not a repr of the whole payload
+        # and its workflow, which cost a few percent of the api's CPU per message.
         argsrepr=f"[execution {record.id} of workflow {record.workflow_id}]",
         kwargsrepr="{}",
+        # The task id is the execution id: Celery's lines, Flower and the worker's logs
+        # (core/logs.py) all name the execution by it.
         task_id=record.id,
         queue=app.settings.task_queue,
+        producer=producer,
     )
 
 
@@ -153,5 +158,5 @@ def runtime(app: Celery) -> WorkerRuntime:
         if app.runtime is None:
             from worker.runtime import WorkerRuntime
 
-            app.runtime = WorkerRuntime(app.settings, send_task=lambda p: send(app, p))
+            app.runtime = WorkerRuntime(app.settings, send_task=lambda p: send_execution(app, p))
         return app.runtime

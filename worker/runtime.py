@@ -49,13 +49,7 @@ class WorkerRuntime:
         self.settings = settings
         self.keys = Keys.from_settings(settings)
         self.client = client or _client(settings)
-        self.store = ExecutionStore(
-            self.client,
-            self.keys,
-            settings.executions_ttl,
-            queue_timeout_seconds=settings.queue_timeout_seconds,
-            lease_seconds=settings.lease_seconds,
-        )
+        self.store = ExecutionStore.from_settings(self.client, self.keys, settings)
         self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()

@@ -81,37 +81,6 @@ def test_two_clients_posting_at_once_make_one_conversation(chat_deployment):
     assert record["status"] == "success"
 
 
-def test_a_message_while_the_chat_node_waits_over_the_socket_and_one_by_post_keep_their_order(
-    chat_deployment,
-):
-    """A reply over the socket, then at once another message by POST (as the widget sends one
-    when its socket does not wait for input): the first resumes the wait, the second waits for
-    the conversation's next Chat node, or starts the next conversation once it is over."""
-    deploy = chat_deployment
-    workflow = deploy.activate(ask_name_workflow())
-    url, session = chat_url(deploy.base, workflow), f"s-{uuid.uuid4().hex[:12]}"
-    first = post(url, session, "hello")
-    with open_chat(deploy.base, session, first) as ws:
-        assert next_frame(ws) == FIRST
-        ws.send(f'{{"sessionId":"{session}","action":"sendMessage","chatInput":"Ada","files":[]}}')
-        second = post(url, session, "and you?")
-        assert next_frame(ws) == "Nice to meet you, Ada!"
-    if second == first:  # it came while the conversation ran: its leftover reply, run next
-        wait_until(lambda: deploy.execution(first)["status"] == "success", 15, "the end")
-    wait_until(
-        lambda: any(
-            r["status"] == "waiting"
-            for r in map(
-                deploy.execution,
-                deploy.redis.lrange(deploy.keys.session_queue(workflow["id"], session), 0, -1),
-            )
-            if r
-        ),
-        15,
-        "the next conversation to ask again",
-    )
-
-
 def slow_after_the_reply() -> dict:
     """Ask my name, then an Agent that takes a while over the answer before a Chat node says
     what it said: a window in which the conversation runs and waits for nothing."""
