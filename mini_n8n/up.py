@@ -334,7 +334,8 @@ def _demo_chat(chats: list[ChatUrl]) -> ChatUrl | None:
     calculator chat of the examples), else any public one without a login."""
     open_chats = [c for c in chats if c.public and not c.basic_auth]
     streaming = [c for c in open_chats if c.response_mode == "streaming"]
-    return (streaming or open_chats or [None])[0]
+    candidates = streaming or open_chats
+    return candidates[0] if candidates else None
 
 
 def _try_commands(url: str, redis_url: str, keys: Keys) -> list[str]:
