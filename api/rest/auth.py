@@ -18,7 +18,7 @@ import os
 from flask import request
 
 from api.errors import ApiError
-from api.rest.signin import COOKIE, valid_session
+from api.rest.signin import signed_in
 from api.runtime import runtime
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -74,7 +74,7 @@ def require_key(allow_query: bool = False) -> None:
         )
     given = presented_key(allow_query)
     if given is None:
-        if valid_session(request.cookies.get(COOKIE), expected):
+        if signed_in(request, expected):
             return  # the editor, signed in once (api/rest/signin.py)
         raise ApiError(
             401,

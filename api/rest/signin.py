@@ -8,7 +8,8 @@
 | POST /rest/logout  | drops the cookie -> 200 {"signedIn": false}                             |
 
 The cookie is `HttpOnly` (no script reads it) and `SameSite=Strict` (no other site's request
-carries it, so it cannot be used to forge one), and it holds no key: `<issued>.<nonce>.<mac>`,
+carries it), it counts only on requests from the editor's own origin (`signed_in`), and it holds
+no key: `<issued>.<nonce>.<mac>`,
 the mac an HMAC-SHA256 keyed with the api key. A new key therefore signs every browser out, and
 nothing stored in a browser reveals the key. It lasts SESSION_SECONDS; sign-out removes it from
 the browser. Scripts keep sending the key as a header (api/rest/auth.py checks both).
@@ -21,7 +22,7 @@ import hmac
 import secrets
 import time
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Request, Response, jsonify, request
 
 from api.errors import ApiError
 from api.runtime import runtime
@@ -38,6 +39,21 @@ def session_value(api_key: str, issued: int | None = None) -> str:
     issued = int(time.time()) if issued is None else issued
     nonce = secrets.token_urlsafe(12)
     return f"{issued}.{nonce}.{_mac(api_key, issued, nonce)}"
+
+
+def signed_in(req: Request, api_key: str) -> bool:
+    """The request carries a session cookie this key signed, and comes from the editor's own
+    origin. SameSite=Strict keeps other sites' requests from carrying the cookie, but a page of
+    the same site on another port would still send it (cookies know no ports: any local web app
+    is "same-site" with localhost:5678); browsers say where a request comes from in
+    Sec-Fetch-Site, so only same-origin ones count. (A client that sends no such header is no
+    browser acting for another page.)"""
+    return _same_origin(req) and valid_session(req.cookies.get(COOKIE), api_key)
+
+
+def _same_origin(req: Request) -> bool:
+    site = req.headers.get("Sec-Fetch-Site")
+    return site is None or site == "same-origin"
 
 
 def valid_session(value: str | None, api_key: str) -> bool:
@@ -72,6 +88,7 @@ def status():
 
 @bp.post("/login")
 def login():
+    _from_the_editor()
     expected = runtime().settings.api_key
     body = request.get_json(silent=True)
     given = body.get("apiKey") if isinstance(body, dict) else None
@@ -96,9 +113,15 @@ def login():
 
 @bp.post("/logout")
 def logout() -> Response:
+    _from_the_editor()  # or any page of the same site could sign the user out
     response = jsonify({"signedIn": False})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict", secure=_https())
     return response
+
+
+def _from_the_editor() -> None:
+    if not _same_origin(request):
+        raise ApiError(403, "Sign in and out from the editor's own page.")
 
 
 def _https() -> bool:

@@ -68,6 +68,20 @@ def test_a_cookie_this_key_did_not_sign_recently_is_refused(client, value):
     assert client.get("/rest/login").json == {"signedIn": False, "keyRequired": True}
 
 
+def test_the_cookie_counts_only_on_requests_from_the_editors_own_origin(client):
+    """Cookies know no ports: a page on another port of localhost is "same-site" and its
+    requests carry the cookie; the browser's Sec-Fetch-Site tells them apart."""
+    sign_in(client, **{"Sec-Fetch-Site": "same-origin"})
+    same = {"Sec-Fetch-Site": "same-origin"}
+    assert client.get("/rest/workflows", headers=same).status_code == 200
+    for site in ("same-site", "cross-site"):
+        other = {"Sec-Fetch-Site": site}
+        assert client.get("/rest/workflows", headers=other).status_code == 401
+        assert client.post("/rest/logout", headers=other).status_code == 403
+        assert client.get_cookie(COOKIE) is not None  # still signed in
+    assert sign_in(client, **{"Sec-Fetch-Site": "same-site"}).status_code == 403
+
+
 def test_a_wrong_key_is_refused_and_sets_no_cookie(client):
     response = sign_in(client, "wrong-key")
     assert response.status_code == 401
