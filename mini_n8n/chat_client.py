@@ -1,77 +1,277 @@
-"""`mini-n8n chat URL [--session ID]`: talk to a Chat Trigger from the terminal.
+"""`mini-n8n chat URL [--session ID]`: talk to a Chat Trigger from the terminal, in every
+response mode, as n8n's `@n8n/chat` widget does.
 
-Each line read from stdin is sent as a chat message; a streamed answer is printed as its chunks
-arrive, a JSON answer (`lastNode`) when it comes. One session id is kept for all lines: the one
-given, or a fresh one. With --session the earlier conversation is shown first (when the trigger
-loads previous sessions). Basic auth goes in the URL: http://user:password@host/webhook/...
+Each line read from stdin is a chat message, sent as the widget sends it. What comes back depends
+on the trigger's response mode:
+
+- `streaming`: NDJSON chunks, printed as they arrive;
+- `lastNode`, `responseNode`: one answer, its `output` (or `text`, `message`) printed;
+- `responseNodes`: `{"executionStarted": true, "executionId", "resumeToken"?}` at once. Then, as
+  the widget does, the client opens the chat WebSocket (`/chat?sessionId&executionId&isPublic`,
+  plus `&token=` when the POST gave a resumeToken): each Chat node's message is printed, the next
+  line is the reply, and the turn ends when the server closes the socket (the execution ended).
+
+When is a line a reply? A Chat node that waits for no reply is followed by `n8n|continue`; one
+that waits is followed by nothing until the reply, so the server's next frame is a heartbeat.
+A person types after reading the question, long after a `continue` would have come, so a line
+typed after a question goes at once (the widget's rule). Piped lines are there before the
+question is: one goes only once the server's heartbeat says the execution waits (within
+MINI_N8N_KEEPALIVE_SECONDS), never into an execution that is about to end. A line that is not a
+reply waits for the turn to end and is the next message.
+
+One session id is kept for all lines: the one given, or a fresh one. With --session the earlier
+conversation is shown first (when the trigger loads previous sessions). Basic auth goes in the
+URL (http://user:password@host/webhook/...), and is sent on the socket too.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import queue
 import sys
+import threading
 import uuid
+from collections import deque
 from typing import Any, TextIO
+from urllib.parse import urlencode
 
 import httpx
+import simple_websocket
 
 from core.answers import output_text
 
 TIMEOUT = httpx.Timeout(10.0, read=None)  # an answer may take long; keepalives arrive anyway
+HEARTBEAT, HEARTBEAT_ACK, CONTINUE = "n8n|heartbeat", "n8n|heartbeat-ack", "n8n|continue"
+# What the reader threads put on the one queue the client waits on.
+LINE, EOF, FRAME, CLOSED = "line", "eof", "frame", "closed"
 
 
 def chat(url: str, session: str | None = None, stdin: TextIO = sys.stdin) -> int:
-    out, err = sys.stdout, sys.stderr
-    session_id = session or str(uuid.uuid4())
-    interactive = stdin.isatty()
-    with httpx.Client(timeout=TIMEOUT) as client:
-        try:
-            if session:
-                show_history(client, url, session_id, out)
-        except httpx.HTTPError as error:
-            print(f"cannot reach {_safe(url)}: {error}", file=err)
-            return 1
-        print(f"session {session_id} - one message per line, Ctrl-D to quit", file=err)
-        status = 0
-        while True:
-            if interactive:
-                out.write("you> ")
-                out.flush()
-            line = stdin.readline()
-            if not line:
-                return status
-            message = line.strip()
-            if not message:
-                continue
+    return ChatClient(url, session, stdin, sys.stdout, sys.stderr).run()
+
+
+class ChatClient:
+    def __init__(self, url: str, session: str | None, stdin: TextIO, out: TextIO, err: TextIO):
+        self.url, self.out, self.err = url, out, err
+        self.given_session = session
+        self.session_id = session or str(uuid.uuid4())
+        self.stdin = stdin
+        self.interactive = stdin.isatty()
+        self.events: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.held: deque[str] = deque()  # lines read while they could not be sent yet
+        self.input_ended = False
+        self.failed = False
+
+    def run(self) -> int:
+        with httpx.Client(timeout=TIMEOUT) as http:
+            self.http = http
             try:
-                session_id, ok = send(client, url, session_id, message, out, err)
+                if self.given_session:
+                    self.show_history()
             except httpx.HTTPError as error:
-                print(f"error: cannot reach {_safe(url)}: {error}", file=err)
+                print(f"cannot reach {_safe(self.url)}: {error}", file=self.err)
                 return 1
-            status = status or (0 if ok else 1)
+            print(
+                f"session {self.session_id} - one message per line, Ctrl-D to quit", file=self.err
+            )
+            threading.Thread(target=self._read_input, daemon=True).start()
+            while (message := self.next_message()) is not None:
+                try:
+                    self.send(message)
+                except httpx.HTTPError as error:
+                    print(f"error: cannot reach {_safe(self.url)}: {error}", file=self.err)
+                    return 1
+        return 1 if self.failed else 0
 
+    def _read_input(self) -> None:
+        for line in iter(self.stdin.readline, ""):
+            self.events.put((LINE, line))
+        self.events.put((EOF, None))
 
-def send(client, url, session_id, message, out, err) -> tuple[str, bool]:
-    """Send one message and print the answer as it arrives. Returns (session id, success)."""
-    body = {"action": "sendMessage", "sessionId": session_id, "chatInput": message}
-    headers = {"Accept": "application/x-ndjson, application/json"}
-    with client.stream("POST", url, json=body, headers=headers) as response:
-        session_id = response.headers.get("X-Session-Id", session_id)
+    def next_message(self) -> str | None:
+        """The next non-empty line to send as a new message; None once the input has ended."""
+        while True:
+            if self.held:
+                return self.held.popleft()
+            if self.input_ended:
+                return None
+            self.prompt()
+            kind, data = self.events.get()
+            if kind == EOF:
+                self.input_ended = True
+            elif kind == LINE and data and data.strip():
+                return data.strip()
+            # an empty line, or a frame of a socket that has closed: nothing to send
+
+    def prompt(self) -> None:
+        if self.interactive:
+            self.out.write("you> ")
+            self.out.flush()
+
+    # --- one message over HTTP ----------------------------------------------------------------
+    def send(self, message: str) -> None:
+        """Send one message and print the answer as it arrives."""
+        body = {"action": "sendMessage", "sessionId": self.session_id, "chatInput": message}
+        headers = {"Accept": "application/x-ndjson, application/json"}
+        with self.http.stream("POST", self.url, json=body, headers=headers) as response:
+            self.session_id = response.headers.get("X-Session-Id", self.session_id)
+            if response.status_code >= 400:
+                response.read()
+                print(f"error: {response.status_code} {_error_text(response)}", file=self.err)
+                self.failed = True
+                return
+            if "ndjson" in response.headers.get("Content-Type", ""):
+                self.out.write("bot> ")
+                self.out.flush()
+                self.failed |= not print_stream(response.iter_lines(), self.out, self.err)
+                self.out.write("\n")
+                self.out.flush()
+                return
+            response.read()
+            answer = _json(response)
+        if (
+            isinstance(answer, dict)
+            and answer.get("executionStarted")
+            and answer.get("executionId")
+        ):
+            self.converse(str(answer["executionId"]), answer.get("resumeToken"))
+            return
+        self.out.write(f"bot> {output_text(answer)}\n")
+        self.out.flush()
+
+    def show_history(self) -> None:
+        body = {"action": "loadPreviousSession", "sessionId": self.session_id}
+        response = self.http.post(self.url, json=body)
         if response.status_code >= 400:
-            response.read()
-            print(f"error: {response.status_code} {_error_text(response)}", file=err)
-            return session_id, False
-        out.write("bot> ")
-        out.flush()
-        if "ndjson" in response.headers.get("Content-Type", ""):
-            ok = print_stream(response.iter_lines(), out, err)
+            return
+        for message in (_json(response) or {}).get("data") or []:
+            kind = (message.get("id") or [""])[-1]
+            content = (message.get("kwargs") or {}).get("content")
+            if isinstance(content, str) and content:
+                who = "you" if kind == "HumanMessage" else "bot"
+                self.out.write(f"{who}> {content}\n")
+        self.out.flush()
+
+    # --- responseNodes: the chat WebSocket ------------------------------------------------------
+    def converse(self, execution_id: str, token: Any) -> None:
+        """Show the execution's Chat-node messages and send the replies, until it ends."""
+        url = socket_url(self.url, self.session_id, execution_id, token)
+        try:
+            ws = simple_websocket.Client.connect(url, headers=_auth_headers(self.url))
+        except (OSError, simple_websocket.ConnectionError) as error:
+            print(f"error: cannot open the chat socket: {error}", file=self.err)
+            self.failed = True
+            return
+        threading.Thread(target=self._read_socket, args=(ws,), daemon=True).start()
+        turn = Turn()
+        try:
+            while True:
+                kind, data = self.events.get()
+                if kind == CLOSED:
+                    return
+                if kind == FRAME and data is not None:
+                    self.on_frame(ws, turn, data)
+                elif kind == LINE and data and data.strip():
+                    if turn.waits or (self.interactive and turn.asked):
+                        self.reply(ws, turn, data.strip())
+                    else:
+                        self.held.append(data.strip())  # a reply later, or the next message
+                elif kind == EOF:
+                    self.input_ended = True
+                if turn.waits and not self.held and self.input_ended:
+                    print("the chat waits for a reply, and the input has ended", file=self.err)
+                    return
+        finally:
+            with contextlib.suppress(simple_websocket.ConnectionClosed):  # closed by the server
+                ws.close()
+
+    def _read_socket(self, ws) -> None:
+        try:
+            while True:
+                frame = ws.receive()
+                if frame is not None:
+                    text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
+                    self.events.put((FRAME, text))
+        except (simple_websocket.ConnectionClosed, OSError):
+            pass
+        finally:  # whatever broke the socket, the conversation loop must hear that it ended
+            self.events.put((CLOSED, None))
+
+    def on_frame(self, ws, turn: Turn, frame: str) -> None:
+        control = _control(frame)
+        if control == "heartbeat":
+            _send(ws, HEARTBEAT_ACK)
+            if turn.asked and not turn.waits:  # quiet after a question: it waits for the reply
+                turn.waits = True
+                if self.held:
+                    self.reply(ws, turn, self.held.popleft())
+                else:
+                    self.prompt()
+        elif control == "continue":
+            turn.asked = False  # that Chat node waits for no reply
+        elif control == "error":
+            print(f"error: {json.loads(frame).get('message') or 'Unknown error'}", file=self.err)
+            self.failed = True
         else:
-            response.read()
-            out.write(output_text(_json(response)))
-            ok = True
-        out.write("\n")
-        out.flush()
-        return session_id, ok
+            self.out.write(f"bot> {frame}\n")
+            self.out.flush()
+            turn.asked, turn.waits = True, False
+
+    def reply(self, ws, turn: Turn, text: str) -> None:
+        body = {"sessionId": self.session_id, "action": "sendMessage", "chatInput": text}
+        _send(ws, json.dumps({**body, "files": []}))
+        turn.asked = turn.waits = False
+
+
+class Turn:
+    """Where one responseNodes execution stands, as the client can tell from the frames."""
+
+    def __init__(self) -> None:
+        self.asked = False  # a message came and no `n8n|continue` after it (yet)
+        self.waits = False  # ... and then a heartbeat: the execution waits for the reply
+
+
+def socket_url(url: str, session_id: str, execution_id: str, token: Any) -> str:
+    """n8n's chat socket on the chat URL's origin, as `@n8n/chat` builds it."""
+    parsed = httpx.URL(url)
+    params = {"sessionId": session_id, "executionId": execution_id, "isPublic": "true"}
+    if isinstance(token, str) and token:
+        params["token"] = token
+    scheme = "wss" if parsed.scheme == "https" else "ws"
+    netloc = parsed.netloc.decode("ascii").rsplit("@", 1)[-1]  # the login goes in a header
+    return f"{scheme}://{netloc}/chat?{urlencode(params)}"
+
+
+def _send(ws, frame: str) -> None:
+    with contextlib.suppress(simple_websocket.ConnectionClosed):  # the reader reports the end
+        ws.send(frame)
+
+
+def _auth_headers(url: str) -> dict[str, str]:
+    parsed = httpx.URL(url)
+    if not parsed.username:
+        return {}
+    login = f"{parsed.username}:{parsed.password or ''}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(login).decode("ascii")}
+
+
+def _control(frame: str) -> str | None:
+    """heartbeat, continue or error for the server's control frames (both spellings @n8n/chat
+    1.37 reads); None for a Chat node's message."""
+    if frame == HEARTBEAT:
+        return "heartbeat"
+    if frame == CONTINUE:
+        return "continue"
+    if not frame.startswith("{"):
+        return None
+    try:
+        body = json.loads(frame)
+    except ValueError:
+        return None
+    kind = body.get("type") if isinstance(body, dict) else None
+    return kind if kind in ("heartbeat", "continue", "error") else None
 
 
 def print_stream(lines, out: TextIO, err: TextIO) -> bool:
@@ -92,20 +292,6 @@ def print_stream(lines, out: TextIO, err: TextIO) -> bool:
             print(f"\nerror: {chunk.get('content') or 'Unknown error'}", file=err)
             ok = False
     return ok
-
-
-def show_history(client, url: str, session_id: str, out: TextIO) -> None:
-    body = {"action": "loadPreviousSession", "sessionId": session_id}
-    response = client.post(url, json=body)
-    if response.status_code >= 400:
-        return
-    for message in (_json(response) or {}).get("data") or []:
-        kind = (message.get("id") or [""])[-1]
-        content = (message.get("kwargs") or {}).get("content")
-        if isinstance(content, str) and content:
-            who = "you" if kind == "HumanMessage" else "bot"
-            out.write(f"{who}> {content}\n")
-    out.flush()
 
 
 def _json(response: httpx.Response) -> Any:

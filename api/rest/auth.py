@@ -4,8 +4,9 @@
 public api header). Without a configured key /rest is refused, unless the api listens on
 loopback only, where nobody but this machine's users can reach it; even then only requests
 whose `Host` is a loopback name are answered, so a web page cannot reach the api through DNS
-rebinding (its requests carry the attacker's host name). EventSource cannot send
-headers, so the push endpoint may take the key as the `key` query parameter instead.
+rebinding (its requests carry the attacker's host name). The editor sends neither: it signs in
+once and its session cookie stands for the key (api/rest/signin.py). Scripts' EventSource cannot
+send headers, so the push endpoint may take the key as the `key` query parameter instead.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from flask import request
 
 from api.errors import ApiError
+from api.rest.signin import signed_in
 from api.runtime import runtime
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -72,6 +74,8 @@ def require_key(allow_query: bool = False) -> None:
         )
     given = presented_key(allow_query)
     if given is None:
+        if signed_in(request, expected):
+            return  # the editor, signed in once (api/rest/signin.py)
         raise ApiError(
             401,
             "An api key is required: send it as 'Authorization: Bearer <key>' or 'X-N8N-API-KEY'.",

@@ -357,6 +357,107 @@ def test_export_delete_and_reimport_runs_the_same_and_the_file_runs_in_the_cli(
     assert tab.errors == []
 
 
+def test_importing_an_exported_workflow_whose_id_exists_makes_a_copy_with_no_failed_request(
+    deployment, new_tab, tmp_path
+):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    failed = []
+    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    page.fill("#workflow-name", "Ada's chat")
+    page.press("#workflow-name", "Enter")
+    original_id = build_chat_workflow(page)
+    with page.expect_download() as download:
+        page.click("#export")
+    exported = tmp_path / "exported.json"
+    download.value.save_as(exported)
+
+    page.click("#import")
+    page.set_input_files("#import-file", str(exported))
+    expect(page.locator("#import-text")).not_to_have_value("")
+    page.click("#import-submit")
+    expect(page.locator("#import-dialog")).to_be_hidden()
+    expect(page.locator("#workflow-name")).to_have_value("Ada's chat (copy)")
+    copy_id = page.evaluate("window.editor.state.workflow.id")
+    assert copy_id and copy_id != original_id
+    listed = page.locator("#workflow-list li button").all_text_contents()
+    assert listed.count("Ada's chat") == 1 and listed.count("Ada's chat (copy)") == 1
+    original, copy = stored(deployment, original_id), stored(deployment, copy_id)
+    assert original["name"] == "Ada's chat"
+    trigger_of = {
+        w["id"]: next(n for n in w["nodes"] if n["type"] == CHAT_TRIGGER) for w in (original, copy)
+    }
+    assert trigger_of[copy_id]["webhookId"] != trigger_of[original_id]["webhookId"]  # its own URL
+    assert failed == [] and tab.errors == []
+
+
+# --- notices ----------------------------------------------------------------------------------
+def refuse_a_second_model(page) -> None:
+    node(page, "AI Agent").locator(".slot[data-slot='ai_languageModel'] .slot-add").click()
+    expect(page.locator("#notice")).to_be_visible()
+    expect(page.locator("#notice-text")).to_have_text(
+        '"AI Agent" takes only 1 chat model: remove the connected one first.'
+    )
+    expect(page.locator("#notice")).to_have_attribute("data-kind", "info")
+
+
+def set_delay(page, value: str) -> None:
+    dialog = open_node(page, "Mock Chat Model")
+    param(dialog, "delayPerTokenMs").locator("input").fill(value)
+    param(dialog, "delayPerTokenMs").locator("input").press("Tab")
+    close_node(page)
+
+
+def test_an_info_notice_goes_when_the_next_save_succeeds_or_after_a_few_seconds(
+    deployment, new_tab
+):
+    tab = new_tab()
+    page = tab.page
+    page.clock.install()  # the page's timers run on a clock the test moves
+    page.goto(f"{deployment.base}/#key={API_KEY}")
+    expect(page.locator("#push-state")).to_have_attribute("data-state", "up")
+    page.click("#new-workflow")
+    build_chat_workflow(page)
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # no timer fires from here on
+    refuse_a_second_model(page)
+    page.click("#save")  # a successful action
+    expect(page.locator("#notice")).to_be_hidden()
+
+    refuse_a_second_model(page)
+    page.clock.run_for(4000)
+    expect(page.locator("#notice")).to_be_visible()
+    page.clock.run_for(1500)  # 5 s after it showed
+    expect(page.locator("#notice")).to_be_hidden()
+    assert tab.errors == []
+
+
+def test_an_error_notice_stays_until_dismissed_or_the_next_save_succeeds(deployment, new_tab):
+    tab = new_tab()
+    page = tab.page
+    page.clock.install()
+    page.goto(f"{deployment.base}/#key={API_KEY}")
+    expect(page.locator("#push-state")).to_have_attribute("data-state", "up")
+    page.click("#new-workflow")
+    build_chat_workflow(page)
+    set_delay(page, "-1")
+    page.click("#save")
+    notice = page.locator("#notice")
+    expect(page.locator("#notice-text")).to_contain_text("must be at least 0")
+    expect(notice).to_have_attribute("data-kind", "error")
+    page.clock.run_for(60_000)
+    expect(notice).to_be_visible()  # a minute later, still there
+    page.click("#notice-close")
+    expect(notice).to_be_hidden()
+
+    page.click("#save")
+    expect(page.locator("#notice-text")).to_contain_text("must be at least 0")
+    set_delay(page, "0")
+    page.click("#save")
+    expect(notice).to_be_hidden()
+    expect(page.locator("#dirty")).to_be_hidden()
+    assert [e for e in tab.errors if "400" not in e] == []  # the refused saves are logged
+
+
 # --- editing ----------------------------------------------------------------------------------
 def test_undo_restores_a_deleted_node_with_its_connections_and_redo_deletes_it_again(
     deployment, new_tab

@@ -1,6 +1,6 @@
-// The REST client: every call sends the api key as a header (X-N8N-API-KEY).
-
-export const KEY_STORAGE = "mini-n8n-api-key";
+// The REST client. The editor signs in once (POST /rest/login with the api key); the server then
+// keeps it signed in with an HttpOnly, SameSite=Strict session cookie that every request carries
+// (api/rest/signin.py), so no key is kept in the page, and new tabs and bookmarks work.
 
 export class ApiError extends Error {
   constructor(status, message, body) {
@@ -10,18 +10,16 @@ export class ApiError extends Error {
   }
 }
 
-// `mini-n8n up` prints http://host:port/#key=<key>: keep the key for this tab and take it out
-// of the address bar, so it is not bookmarked or shared by accident. (Parsed by hand: a key may
+// `mini-n8n up` prints http://host:port/#key=<key>: the key to sign in with, taken out of the
+// address bar at once so it is not bookmarked or shared by accident. (Parsed by hand: a key may
 // hold "+", which URLSearchParams would turn into a space.)
 export function takeKey() {
   const parts = location.hash.slice(1).split("&").filter(Boolean);
   const found = parts.find((part) => part.startsWith("key="));
-  if (found) {
-    sessionStorage.setItem(KEY_STORAGE, decode(found.slice(4)));
-    const rest = parts.filter((part) => part !== found).join("&");
-    history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
-  }
-  return sessionStorage.getItem(KEY_STORAGE) || "";
+  if (!found) return "";
+  const rest = parts.filter((part) => part !== found).join("&");
+  history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
+  return decode(found.slice(4));
 }
 
 function decode(text) {
@@ -32,14 +30,11 @@ function decode(text) {
   }
 }
 
-export class Api {
-  constructor(key) {
-    this.key = key;
-  }
-
+export class Api extends EventTarget {
+  // Events: "signedout" (a request was refused for want of a valid sign-in: the key changed, or
+  // another tab signed out), "wrote" (a change the user asked for went through).
   async request(method, path, body) {
     const headers = { Accept: "application/json" };
-    if (this.key) headers["X-N8N-API-KEY"] = this.key;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const response = await fetch(`/rest${path}`, {
       method,
@@ -48,9 +43,24 @@ export class Api {
     });
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
+      const signIn = path === "/login" || path === "/logout";
+      if (response.status === 401 && !signIn) this.dispatchEvent(new CustomEvent("signedout"));
       throw new ApiError(response.status, data.message || response.statusText, data);
     }
+    if (method !== "GET") this.dispatchEvent(new CustomEvent("wrote", { detail: { method, path } }));
     return data;
+  }
+
+  signInStatus() {
+    return this.request("GET", "/login");
+  }
+
+  signIn(apiKey) {
+    return this.request("POST", "/login", { apiKey });
+  }
+
+  signOut() {
+    return this.request("POST", "/logout");
   }
 
   workflows() {
@@ -107,10 +117,8 @@ export class Api {
     return this.request("POST", `/executions/${encodeURIComponent(id)}/stop`);
   }
 
-  // EventSource cannot send headers: the push endpoint takes the key as a query parameter.
+  // The tab's push stream: EventSource sends the session cookie as fetch does.
   pushUrl(pushRef) {
-    const query = new URLSearchParams({ pushRef });
-    if (this.key) query.set("key", this.key);
-    return `/rest/push?${query}`;
+    return `/rest/push?${new URLSearchParams({ pushRef })}`;
   }
 }

@@ -1,9 +1,20 @@
 // A workflow's life in the editor: new, save (PUT with its versionId: a stale one gets 409 and
 // the page offers to reload, so two tabs never silently overwrite each other), unsaved changes
 // marked and confirmed before leaving, delete with confirmation, import from an n8n JSON file or
-// paste, export (download) in n8n's format.
+// paste (an id that exists makes a copy), export (download) in n8n's format.
+
+import { uuid } from "./workflow-doc.js";
 
 const $ = (selector) => document.querySelector(selector);
+
+// A copy is a workflow of its own: no id (the server gives one), "(copy)" in its name, and new
+// webhook ids, so its chat and webhook URLs do not clash with the original's when activated.
+function asCopy(workflow) {
+  delete workflow.id;
+  delete workflow.versionId;
+  workflow.name = `${workflow.name || "My workflow"} (copy)`;
+  for (const node of workflow.nodes) if (node.webhookId) node.webhookId = uuid();
+}
 
 export class Lifecycle {
   constructor(ctx) {
@@ -110,15 +121,15 @@ export class Lifecycle {
     delete workflow.active;
     let saved;
     try {
+      // An id that is taken (a workflow exported from here, imported again) makes a copy: asked
+      // first, so no request fails on the way.
+      if (workflow.id && (await api.workflows()).some((w) => w.id === workflow.id)) {
+        asCopy(workflow);
+      }
       saved = await api.createWorkflow(workflow);
     } catch (err) {
-      if (err.status !== 409) {
-        this.showIssue(err);
-        return false;
-      }
-      const { id, ...copy } = workflow; // its id is taken: import it as a new workflow
-      saved = await api.createWorkflow(copy).catch((e) => (this.ctx.showError(e), null));
-      if (!saved) return false;
+      this.showIssue(err);
+      return false;
     }
     await listWorkflows();
     await openWorkflow(saved.id, { force: true });

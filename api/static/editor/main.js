@@ -2,7 +2,7 @@
 // views together, and holds the workflow being edited (a WorkflowDoc, with undo/redo).
 // `window.editor` exposes the live state for debugging (and for the tests).
 
-import { Api, KEY_STORAGE, takeKey } from "./api.js";
+import { Api, takeKey } from "./api.js";
 import { Canvas } from "./canvas.js";
 import { ChatPanel } from "./chat.js";
 import { NodeCreator } from "./creator.js";
@@ -18,12 +18,15 @@ import { WorkflowDoc } from "./workflow-doc.js";
 
 const POLL_MS = 3000; // how often unfinished executions are checked when push has been quiet
 const QUIET_MS = 5000;
+const NOTICE_MS = 5000; // an info notice is read by then; an error stays until dismissed
+// Writes that are not the user's action: they leave notices as they are.
+const NOT_ACTIONS = new Set(["/expressions/preview", "/login", "/logout"]);
 const CHAT_TRIGGER = "@n8n/n8n-nodes-langchain.chatTrigger";
 const REFIT = new Set(["open", "add", "delete", "undo", "redo"]);
 
 const $ = (selector) => document.querySelector(selector);
 
-const api = new Api(takeKey());
+const api = new Api();
 const pushRef = randomId();
 const push = new Push(api.pushUrl(pushRef));
 const executions = new Executions();
@@ -80,8 +83,71 @@ const lifecycle = new Lifecycle({
 
 window.editor = { executions, push, pushRef, state };
 
+// --- sign-in ----------------------------------------------------------------------------
+// Signed in when the session cookie is valid (or the server needs no key). A key in the address
+// (the link `make up` prints) signs in first. Nothing is asked of REST before the page knows, so
+// a signed-out page makes no failed request.
+async function signedIn() {
+  const key = takeKey();
+  try {
+    if (key) await api.signIn(key);
+  } catch (err) {
+    showSignIn(err.status === 401 ? "The key in that link is not this server's API key." : err.message);
+    return false;
+  }
+  let status;
+  try {
+    status = await api.signInStatus();
+  } catch (err) {
+    showError(err);
+    return false;
+  }
+  $("#sign-out").hidden = !status.keyRequired;
+  if (!status.signedIn) {
+    showSignIn("");
+    return false;
+  }
+  document.body.dataset.signedIn = "true";
+  return true;
+}
+
+function showSignIn(message) {
+  document.body.dataset.signedIn = "false";
+  $("#signin").hidden = false;
+  $("#signin-error").textContent = message;
+  $("#signin-key").focus();
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  try {
+    await api.signIn($("#signin-key").value.trim());
+  } catch (err) {
+    $("#signin-error").textContent = err.message;
+    return;
+  }
+  $("#signin-key").value = "";
+  $("#signin").hidden = true;
+  document.body.dataset.signedIn = "true";
+  if (!booted) boot(); // else it was signed out on the way: the page goes on where it was
+}
+
+async function signOut() {
+  if (!lifecycle.confirmDiscard()) return;
+  try {
+    await api.signOut();
+  } catch (err) {
+    return showError(err);
+  }
+  if (state.doc) state.doc.dirty = false; // discarded above: leave without asking again
+  location.reload(); // a fresh page, which finds itself signed out
+}
+
 // --- workflows --------------------------------------------------------------------------
+let booted = false;
+
 async function boot() {
+  if (!(await signedIn())) return;
   let workflows;
   try {
     const [list, types, credentials] = await Promise.all([
@@ -98,9 +164,9 @@ async function boot() {
     state.types = new NodeTypes(types);
     state.credentials = credentials;
   } catch (err) {
-    if (err.status === 401 || err.status === 403) return askForKey(err);
-    return showError(err);
+    return showError(err); // a 401 has put up the sign-in page: signing in boots again
   }
+  booted = true;
   canvas.setTypes(state.types);
   creator.setTypes(state.types);
   push.connect();
@@ -358,16 +424,23 @@ function showError(err) {
   notify(err.message, "error");
 }
 
+// A notice says what just happened: an info one goes after NOTICE_MS, an error stays until it is
+// dismissed; both go when the next action the user asked for succeeds (a save, an activation...),
+// so an old message is never read as news about a later action.
+let noticeTimer = 0;
+
 function notify(message, kind = "info") {
+  clearTimeout(noticeTimer);
   const box = $("#notice");
-  box.textContent = message;
+  $("#notice-text").textContent = message;
   box.dataset.kind = kind;
   box.hidden = false;
+  if (kind !== "error") noticeTimer = setTimeout(clearNotice, NOTICE_MS);
 }
 
-function askForKey(err) {
-  $("#auth-message").textContent = err.message;
-  $("#auth").hidden = false;
+function clearNotice() {
+  clearTimeout(noticeTimer);
+  $("#notice").hidden = true;
 }
 
 function editingText(target) {
@@ -393,12 +466,13 @@ document.addEventListener("keydown", (e) => {
   }
 });
 
-$("#auth-form").addEventListener("submit", (event) => {
-  event.preventDefault();
-  sessionStorage.setItem(KEY_STORAGE, $("#auth-key").value.trim());
-  location.reload();
-});
-$("#notice").addEventListener("click", () => ($("#notice").hidden = true));
+$("#signin-form").addEventListener("submit", signIn);
+$("#sign-out").addEventListener("click", signOut);
+api.addEventListener("signedout", () =>
+  showSignIn("This browser is no longer signed in (the key changed, or you signed out in another tab)."),
+);
+api.addEventListener("wrote", (e) => NOT_ACTIONS.has(e.detail.path) || clearNotice());
+$("#notice-close").addEventListener("click", clearNotice);
 $("#open-chat").addEventListener("click", async () => {
   if (state.doc.dirty && !(await lifecycle.save())) return;
   chat.open();

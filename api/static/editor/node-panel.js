@@ -1,9 +1,10 @@
 // The node panel's editing half (the NDV's top): rename (connections and references follow),
-// delete, the engine's issue for this node, and the parameter form built from its declaration
-// with the credential picker and expression previews.
+// delete, the engine's issue for this node, a trigger's URLs, and the parameter form built from
+// its declaration with the credential picker and expression previews.
 
 import { parameterForm } from "./params.js";
 import { el } from "./util.js";
+import { webhookUrls } from "./webhook-urls.js";
 
 export function nodePanel(node, { api, state, notify, close }) {
   const doc = state.doc;
@@ -41,7 +42,8 @@ export function nodePanel(node, { api, state, notify, close }) {
     onCredential: (credType, credential) => doc.setCredential(node.name, credType, credential),
     preview: (expression) => previewExpression(api, state, node.name, expression),
   });
-  return el("div", {}, head, issueBox, form);
+  const urls = webhookUrls(node, type, { workflow: state.workflow, dirty: doc.dirty });
+  return el("div", {}, head, issueBox, urls, form);
 }
 
 // An expression's value against the node's last run (the execution on display), by the engine.

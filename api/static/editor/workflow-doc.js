@@ -252,7 +252,7 @@ export function renameInExpression(text, oldName, newName) {
   return out;
 }
 
-function uuid() {
+export function uuid() {
   const h = randomId(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
