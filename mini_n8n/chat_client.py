@@ -11,13 +11,12 @@ on the trigger's response mode:
   plus `&token=` when the POST gave a resumeToken): each Chat node's message is printed, the next
   line is the reply, and the turn ends when the server closes the socket (the execution ended).
 
-When is a line a reply? A Chat node that waits for no reply is followed by `n8n|continue`; one
-that waits is followed by nothing until the reply, so the server's next frame is a heartbeat.
-A person types after reading the question, long after a `continue` would have come, so a line
-typed after a question goes at once (the widget's rule). Piped lines are there before the
-question is: one goes only once the server's heartbeat says the execution waits (within
-MINI_N8N_KEEPALIVE_SECONDS), never into an execution that is about to end. A line that is not a
-reply waits for the turn to end and is the next message.
+When is a line a reply? The server decides: a message for a session whose conversation is not
+over is that conversation's next reply, taken by its next Chat node that waits, and one that no
+Chat node waited for starts the session's next conversation, which the socket then follows. So
+piped lines go at once, in order, each the session's next message. At a terminal a line typed
+after a question goes at once too (the widget's rule); one typed while the bot is still talking
+waits for the turn to end and is the next message.
 
 One session id is kept for all lines: the one given, or a fresh one. With --session the earlier
 conversation is shown first (when the trigger loads previous sessions). Basic auth goes in the
@@ -166,6 +165,9 @@ class ChatClient:
             return
         threading.Thread(target=self._read_socket, args=(ws,), daemon=True).start()
         turn = Turn()
+        if not self.interactive:  # piped lines read meanwhile: the session's next messages
+            while self.held:
+                self.reply(ws, turn, self.held.popleft())
         try:
             while True:
                 kind, data = self.events.get()
@@ -174,10 +176,10 @@ class ChatClient:
                 if kind == FRAME and data is not None:
                     self.on_frame(ws, turn, data)
                 elif kind == LINE and data and data.strip():
-                    if turn.waits or (self.interactive and turn.asked):
+                    if turn.waits or not self.interactive or turn.asked:
                         self.reply(ws, turn, data.strip())
                     else:
-                        self.held.append(data.strip())  # a reply later, or the next message
+                        self.held.append(data.strip())  # typed mid-turn: the next message
                 elif kind == EOF:
                     self.input_ended = True
                 if turn.waits and not self.held and self.input_ended:

@@ -193,6 +193,19 @@ def test_piped_lines_hold_the_ask_my_name_conversation_over_the_chat_socket(chat
     assert sorted(reply["chatInput"] for reply in replies) == ["Ada", "Grace"]
 
 
+def test_piped_hello_then_ada_is_one_conversation(chat_deployment):
+    """`printf 'hello\nAda\n' | mini-n8n chat URL`: both lines go at once; the second is the
+    conversation's reply, whenever its Chat node comes to wait for it."""
+    workflow = chat_deployment.activate(ask_name_workflow())
+    done = piped(chat_url(chat_deployment.base, workflow), ["hello", "Ada"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == f"bot> {ASK}\nbot> Nice to meet you, Ada!\n"
+    executions = chat_deployment.redis.zrange(
+        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
+    )
+    assert [chat_deployment.execution(e)["status"] for e in executions] == ["success"]
+
+
 def test_at_a_terminal_the_line_typed_after_the_question_is_the_reply(chat_deployment):
     workflow = chat_deployment.activate(ask_name_workflow())
     term = Terminal(chat_url(chat_deployment.base, workflow))
