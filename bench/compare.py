@@ -5,7 +5,8 @@ the medians and the ratios this/ref. Ratios in one run, since the machine is sha
     python bench/compare.py REF [ROUNDS] [SECONDS] [SESSIONS]
 
 REF is any git ref (main, a commit). Each tree runs its own code with this virtualenv's
-packages. The bench of each tree is its own too, so both must have bench/cpu_per_message.py.
+packages, measured by this checkout's bench/cpu_per_message.py (the same measure for both; it
+starts the tree's own processes through the tree's tests/e2e/deployment.py).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def checkout(ref: str, into: Path) -> Path:
 def run(tree: Path, seconds: str, sessions: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
-        [sys.executable, str(tree / "bench" / "cpu_per_message.py"), seconds, sessions],
+        [sys.executable, str(HERE / "bench" / "cpu_per_message.py"), seconds, sessions],
         cwd=tree,
         env=env,
         capture_output=True,

@@ -196,19 +196,26 @@ def test_a_fault_while_a_message_waits_for_its_turn(faults, fault):
     _next_message_is_answered(faults, session)
 
 
-def _ask(faults: Faults, session: str) -> tuple[str, object]:
+@contextlib.contextmanager
+def _asked(faults: Faults, session: str):
     """The ask-my-name conversation, at its question: the execution id and the open socket."""
     execution_id = start(faults.base, faults.ask, session)
-    ws = open_chat(faults.base, session, execution_id)
-    assert next_frame(ws) == FIRST
-    return execution_id, ws
+    with open_chat(faults.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        yield execution_id, ws
+
+
+def _starts_over(faults: Faults, session: str, ended: str) -> None:
+    """The session's next message starts a new conversation."""
+    with _asked(faults, session) as (again, _):
+        assert again != ended
 
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_fault_while_a_chat_node_waits(faults, fault):
     session = f"wait-{uuid.uuid4().hex[:8]}"
-    execution_id, ws = _ask(faults, session)
-    ws.close()
+    with _asked(faults, session) as (execution_id, _):
+        pass
     wait_until(lambda: faults.deploy.execution(execution_id)["status"] == "waiting", 10, "the wait")
     faults.inject(fault, execution_id)  # a waiting execution holds no worker: nothing to kill
     faults.heal()
@@ -217,20 +224,16 @@ def test_a_fault_while_a_chat_node_waits(faults, fault):
         assert next_frame(ws, timeout=BOUND) == "Nice to meet you, Ada!"
     record = faults.all_ended([execution_id])[execution_id]
     assert record["status"] == "success"
-    # The session's next message starts the conversation again.
-    again, ws = _ask(faults, session)
-    ws.close()
-    assert again != execution_id
+    _starts_over(faults, session, execution_id)
 
 
 @pytest.mark.parametrize("fault", [f for f in FAULTS if f != "worker killed"])
 def test_a_fault_as_a_reply_resumes_a_wait(faults, fault):
     session = f"resume-{uuid.uuid4().hex[:8]}"
-    execution_id, ws = _ask(faults, session)
-    with ws:
+    frames: list[str] = []
+    with _asked(faults, session) as (execution_id, ws):
         reply(ws, session, "Ada")
         faults.inject(fault, execution_id)
-        frames = []
         with contextlib.suppress(Exception):  # the socket may be cut with its api
             frames.append(next_frame(ws, timeout=BOUND))
     record = faults.all_ended([execution_id], waiting_ok=True)[execution_id]
@@ -244,17 +247,14 @@ def test_a_fault_as_a_reply_resumes_a_wait(faults, fault):
         assert "Nice to meet you, Ada!" in frames or _messages(faults, execution_id)[-1] == (
             "Nice to meet you, Ada!"
         )
-    again, ws = _ask(faults, session)
-    ws.close()
-    assert again != execution_id
+    _starts_over(faults, session, execution_id)
 
 
 def test_a_worker_killed_as_a_reply_resumes_a_wait(faults):
     """The reply's task is taken by a worker that dies at once: the execution ends `crashed`
     within the lost-worker bound, and the session starts over."""
     session = f"resume-kill-{uuid.uuid4().hex[:8]}"
-    execution_id, ws = _ask(faults, session)
-    with ws:
+    with _asked(faults, session) as (execution_id, ws):
         for worker in faults.workers[1:]:
             worker.proc.send_signal(signal.SIGSTOP)  # only the first can take the reply
         try:
@@ -268,9 +268,7 @@ def test_a_worker_killed_as_a_reply_resumes_a_wait(faults):
     record = faults.all_ended([execution_id])[execution_id]
     assert record["status"] in ("success", "crashed")
     faults.heal()
-    again, ws = _ask(faults, session)
-    ws.close()
-    assert again != execution_id
+    _starts_over(faults, session, execution_id)
 
 
 def _messages(faults: Faults, execution_id: str) -> list[str]:
