@@ -26,7 +26,7 @@ from tests.chat.conversation import FIRST, ask_name_workflow, next_frame, open_c
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.waiting import wait_until
-from tests.workflows import REDIS_CHAT, example, with_model_delay
+from tests.workflows import GREETING, REDIS_CHAT, example, with_model_delay
 
 LEASE_SECONDS = 2
 KEEPALIVE_SECONDS = 1
@@ -274,3 +274,25 @@ def test_a_worker_killed_as_a_reply_resumes_a_wait(faults):
 def _messages(faults: Faults, execution_id: str) -> list[str]:
     key = faults.deploy.keys.execution_messages(execution_id)
     return [json.loads(m)["text"] for m in faults.deploy.redis.lrange(key, 0, -1)]
+
+
+def test_an_execution_no_worker_takes_is_ended_by_the_workers_reapers_though_nobody_streams_it(
+    redis_url,
+):
+    """onReceived: the answer is given at once, so no stream checks on the execution. The
+    workers' reapers end it once its queue time is over."""
+    with Deployment.running(redis_url, MINI_N8N_QUEUE_TIMEOUT="2") as deploy:
+        workflow = fresh_ids(example(GREETING))
+        workflow["nodes"][0]["parameters"]["responseMode"] = "onReceived"
+        deploy.activate(workflow)
+        nowhere = deploy.start_api(MINI_N8N_TASK_QUEUE=f"{deploy.keys.prefix}nobody")
+        path = workflow["nodes"][0]["parameters"]["path"]
+        answer = httpx.post(f"{nowhere}/webhook/{path}", json={"name": "Ada"}, timeout=10)
+        assert answer.json()["message"] == "Workflow was started"
+        execution_id = answer.json()["executionId"]
+        record = wait_until(
+            lambda: (r := deploy.execution(execution_id))["status"] == "crashed" and r,
+            2 + lost_within(LEASE_SECONDS) + 5,
+            "a reaper to end it",
+        )
+        assert record["error"] == "No worker started this execution within 2 s."
