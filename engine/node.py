@@ -74,6 +74,10 @@ class ExecuteFunctions(NodeFunctions, Protocol):
     def send_message(self, text: str, wait: bool) -> None:
         """Send the chat user a message (responseNodes mode); `wait`: a reply is awaited."""
 
+    def resume_url(self, query: dict[str, str]) -> str:
+        """A link (a path) that resumes this node's wait with `query` (n8n's
+        getSignedResumeUrl): what an approval button points to."""
+
     def sub_nodes(self, connection_type: str) -> list[Node]:
         """Enabled sub-nodes plugged into this node through `connection_type`."""
 
@@ -137,7 +141,9 @@ class NodeType:
         (the Chat node needs a Chat Trigger in responseNodes mode)."""
 
     def resume(self, ctx: ExecuteFunctions, reply: Item) -> NodeOutput:
-        """The output of a node that raised WaitingForReply, once the reply came."""
+        """The output of a node that raised WaitingForReply, once the reply came; raising
+        WaitingForReply again declines the reply and keeps waiting. (A wait that expired does
+        not come here: the engine passes the node's input on, as n8n does.)"""
         raise NotImplementedError(f"{self.type} does not wait")
 
     def webhooks(self, node: Node) -> list[WebhookSpec]:
