@@ -179,7 +179,9 @@ class ExecuteContext(_NodeContext):
         with (whoever serves the path makes it absolute)."""
         signature = secrets.token_hex(32)
         self.execution.resume_links[signature] = dict(query)
-        path = f"/webhook-waiting/{quote(self.execution.id, safe='')}/{quote(self.node.id, safe='')}"
+        path = (
+            f"/webhook-waiting/{quote(self.execution.id, safe='')}/{quote(self.node.id, safe='')}"
+        )
         return f"{path}?{urlencode({**query, 'signature': signature})}"
 
     def sub_nodes(self, connection_type: str) -> list[Node]:

@@ -356,8 +356,12 @@ def _check_value(prop: Property, value: Any, node: str, path: str, scope: _Scope
                         f"{group.display_name} entries must be objects ({path})", node=node
                     )
                 _check_all(
-                    group.values, {**_defaults(group.values), **row}, row, node,
-                    f"{path}.{group.name}[{index}].", scope,
+                    group.values,
+                    {**_defaults(group.values), **row},
+                    row,
+                    node,
+                    f"{path}.{group.name}[{index}].",
+                    scope,
                 )
     lowest = prop.type_options.get("minValue") if prop.type == "number" else None
     if lowest is not None and value < lowest:

@@ -66,15 +66,26 @@ def _limit_wait_time(shown_when: dict[str, tuple[Any, ...]]) -> Property:
             ),
         ),
         Property(
-            "resumeAmount", "Amount", "number", 1, display_options=after,
+            "resumeAmount",
+            "Amount",
+            "number",
+            1,
+            display_options=after,
             type_options={"minValue": 0, "numberPrecision": 2},
         ),
         Property(
-            "resumeUnit", "Unit", "options", "hours", display_options=after,
+            "resumeUnit",
+            "Unit",
+            "options",
+            "hours",
+            display_options=after,
             options=tuple(Option(u, u.capitalize()) for u in UNIT_SECONDS),
         ),
         Property(
-            "maxDateAndTime", "Max Date and Time", "string", "",
+            "maxDateAndTime",
+            "Max Date and Time",
+            "string",
+            "",
             display_options={"show": {"limitType": ("atSpecifiedTime",)}},
         ),
     )
@@ -99,20 +110,34 @@ _APPROVAL_VALUES = (
         options=(Option("single", "Approve Only"), Option("double", "Approve and Disapprove")),
     ),
     Property(
-        "approveLabel", "Approve Button Label", "string", "Approve",
+        "approveLabel",
+        "Approve Button Label",
+        "string",
+        "Approve",
         display_options={"show": {"approvalType": ("single", "double")}},
     ),
     Property(
-        "buttonApprovalStyle", "Approve Button Style", "options", "primary", options=_STYLES,
+        "buttonApprovalStyle",
+        "Approve Button Style",
+        "options",
+        "primary",
+        options=_STYLES,
         display_options={"show": {"approvalType": ("single", "double")}},
     ),
     Property(
-        "disapproveLabel", "Disapprove Button Label", "string", "Decline",
+        "disapproveLabel",
+        "Disapprove Button Label",
+        "string",
+        "Decline",
         display_options={"show": {"approvalType": ("double",)}},
     ),
     Property(
-        "buttonDisapprovalStyle", "Disapprove Button Style", "options", "secondary",
-        options=_STYLES, display_options={"show": {"approvalType": ("double",)}},
+        "buttonDisapprovalStyle",
+        "Disapprove Button Style",
+        "options",
+        "secondary",
+        options=_STYLES,
+        display_options={"show": {"approvalType": ("double",)}},
     ),
 )
 
@@ -130,7 +155,10 @@ _PROPERTIES = (
     ),
     Property("message", "Message", "string", "", required=True, type_options={"rows": 4}),
     Property(
-        "waitUserReply", "Wait for User Reply", "boolean", True,
+        "waitUserReply",
+        "Wait for User Reply",
+        "boolean",
+        True,
         display_options={"show": _BEFORE_1_1},
     ),
     Property(
@@ -145,7 +173,10 @@ _PROPERTIES = (
         display_options={"show": _WAITS},
     ),
     Property(
-        "blockUserInput", "Block User Input", "boolean", False,
+        "blockUserInput",
+        "Block User Input",
+        "boolean",
+        False,
         description="Whether to block input from the user while waiting for approval",
         display_options={"show": {"responseType": (APPROVAL,)}},
     ),
@@ -166,7 +197,10 @@ _PROPERTIES = (
         placeholder="Add Option",
         children=(
             Property(
-                "memoryConnection", "Add Memory Input Connection", "boolean", False,
+                "memoryConnection",
+                "Add Memory Input Connection",
+                "boolean",
+                False,
                 display_options={"hide": {"/responseType": (APPROVAL,)}},
             ),
             # Declared twice, as n8n does: shown for 1.0's waitUserReply or 1.1+'s sendAndWait.
