@@ -4,6 +4,7 @@ gevent api, Celery worker, Redis): Chat Trigger (responseNodes) -> Chat "Hi! Wha
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -65,6 +66,7 @@ def test_a_waiting_execution_holds_no_worker_and_keeps_its_session_turn(chat_dep
         assert deploy.redis.lrange(line, 0, -1) == [execution_id]
         # A message POSTed to the session meanwhile is the reply, not a second execution.
         assert start(deploy.base, workflow, session, "Grace") == execution_id
+        assert next_frame(ws) == CONTINUE  # the wait ended without a reply on this socket
         assert next_frame(ws) == "Nice to meet you, Grace!"
     wait_until(
         lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
@@ -83,6 +85,26 @@ def test_heartbeats_come_when_quiet_and_their_acks_are_taken(chat_deployment):
         ws.send("n8n|heartbeat-ack")
         reply(ws, session, "Ada")
         assert next_frame(ws) == "Nice to meet you, Ada!"
+
+
+def test_a_socket_whose_client_leaves_heartbeats_unanswered_is_closed(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        opened = time.monotonic()
+        frames = []
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:  # never acknowledged
+                frames.append(ws.recv(timeout=20))
+        silent_for = time.monotonic() - opened
+    assert set(frames) == {HEARTBEAT}
+    assert closed.value.rcvd.code == 1001
+    assert closed.value.rcvd.reason == "no heartbeat acknowledgement for 5 s"
+    assert silent_for >= 5  # MINI_N8N_CHAT_HEARTBEAT_TIMEOUT of the chat deployment
+    assert deploy.execution(execution_id)["status"] == "waiting"  # the conversation waits on
 
 
 def test_a_frame_that_is_not_a_reply_gets_an_error_frame_and_the_wait_goes_on(chat_deployment):
