@@ -4,16 +4,21 @@ waits is its reply, which resumes the same run on a worker."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from core.waiting import EXPIRED
 from tests.chat.conversation import FIRST, ask_name_workflow
+from tests.e2e.deployment import fresh_ids
 from tests.editor.conftest import API_KEY
 from tests.waiting import wait_until
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
 TIMEOUT_MS = 20_000
+EXPORT_13 = Path(__file__).resolve().parents[2] / "examples" / "n8n-exports" / "chat-nodes-1-3.json"
 
 
 def test_the_chat_panel_shows_chat_node_messages_and_answers_a_waiting_node(deployment, new_tab):
@@ -80,3 +85,35 @@ def test_a_wait_that_expires_shows_why_under_the_question(deployment, new_tab):
     page.press("#chat-input", "Enter")
     expect(page.locator(".message.bot").nth(2)).to_have_text(FIRST, timeout=TIMEOUT_MS)
     assert deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"])) == 2
+
+
+def test_the_chat_panel_shows_an_approval_s_buttons_and_a_click_resumes_the_run(
+    deployment, new_tab
+):
+    """The n8n 2.41.1 export with 1.3 Chat nodes, from the editor: its approval's buttons."""
+    workflow = fresh_ids(json.loads(EXPORT_13.read_text())[0])
+    deployment.workflows.save(workflow)
+    page = new_tab().page
+    page.goto(f"{deployment.base}/#key={API_KEY}&workflow={workflow['id']}")
+    expect(page.locator("#push-state")).to_have_attribute("data-state", "up")
+    page.click("#open-chat")
+    page.fill("#chat-input", "hello")
+    page.press("#chat-input", "Enter")
+    bots = page.locator(".message.bot")
+    expect(bots.nth(0)).to_have_text("Welcome! This one does not wait.", timeout=TIMEOUT_MS)
+    expect(bots.nth(1)).to_have_text("What is your name?", timeout=TIMEOUT_MS)
+    page.fill("#chat-input", "Ada")
+    page.press("#chat-input", "Enter")
+    question = bots.nth(2)
+    expect(question.locator(".text")).to_have_text("Shall I remember Ada?", timeout=TIMEOUT_MS)
+    expect(question.locator("button")).to_have_text(["Yes", "No"])
+    question.locator("button", has_text="Yes").click()
+    expect(bots.nth(3)).to_have_text("Remembered Ada.", timeout=TIMEOUT_MS)
+    expect(question.locator("button")).to_have_text(["Yes"])
+    expect(page.locator("#execution-state")).to_have_attribute(
+        "data-state", "success", timeout=TIMEOUT_MS
+    )
+    expect(bots).to_have_count(4)
+    execution_id = bots.nth(0).get_attribute("data-execution-id")
+    confirm = deployment.execution(execution_id)["runData"]["Confirm"][0]["data"]["main"][0][0]
+    assert confirm["json"]["data"]["approved"] is True

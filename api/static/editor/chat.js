@@ -4,6 +4,9 @@
 // A workflow with Chat nodes (responseNodes) talks several times in one run: each chatMessage
 // push event is a bubble, and while a node waits (`wait`) the next message sent is its reply
 // (the server delivers it to the waiting run of this session: same execution id, `resumed`).
+// An approval ({"type":"with-buttons"}) shows its buttons; a click GETs the button's link, which
+// resumes the run. Tool-step chunks (tool-call-start / tool-call-end, an option of the AI Agent)
+// show as one compact line per tool call ("Calculator · 19 * 23 → 437") above the answer.
 
 import { el, randomId } from "./util.js";
 
@@ -131,10 +134,12 @@ export class ChatPanel {
   onChatMessage(conversation, data) {
     const bubble = conversation.bubble;
     conversation.messages += 1;
-    bubble.received = String(data.text ?? "");
+    const buttons = withButtons(data.text);
+    bubble.received = buttons ? String(buttons.text ?? "") : String(data.text ?? "");
     bubble.text.textContent = bubble.received;
     bubble.li.dataset.state = "done";
     bubble.li.dataset.chatNode = data.node || "";
+    if (buttons) this.showButtons(conversation, bubble, buttons.buttons);
     if (data.wait) {
       bubble.li.dataset.waiting = "true"; // answer it: the next message is the reply
       this.conversation = conversation;
@@ -142,6 +147,36 @@ export class ChatPanel {
       conversation.bubble = this.botBubble(); // the run goes on: more may come
     }
     this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  // A click answers the waiting node: the run goes on, its next message gets a new bubble.
+  showButtons(conversation, bubble, buttons) {
+    const row = el("div", { class: "buttons" });
+    for (const button of buttons) {
+      const b = el("button", {
+        type: "button",
+        class: button.type === "secondary" ? "secondary" : "primary",
+        text: String(button.text ?? ""),
+        onclick: async () => {
+          if (row.dataset.clicked) return;
+          row.dataset.clicked = "pending";
+          const response = await fetch(String(button.link)).catch((err) => ({ ok: false, err }));
+          if (!response.ok) {
+            delete row.dataset.clicked;
+            bubble.li.dataset.buttonError = response.err ? response.err.message : String(response.status);
+            return;
+          }
+          row.dataset.clicked = "true";
+          b.disabled = true;
+          for (const other of [...row.children]) if (other !== b) other.remove();
+          if (this.conversation === conversation) this.conversation = null;
+          delete bubble.li.dataset.waiting;
+          conversation.bubble = this.botBubble();
+        },
+      });
+      row.append(b);
+    }
+    bubble.li.append(row);
   }
 
   onChunk(bubble, chunk) {
@@ -190,6 +225,16 @@ export class ChatPanel {
     if (typeof value.text === "string") return value.text;
     return JSON.stringify(value);
   }
+}
+
+function withButtons(text) {
+  try {
+    const body = JSON.parse(String(text));
+    if (body && body.type === "with-buttons" && Array.isArray(body.buttons)) return body;
+  } catch {
+    // plain text
+  }
+  return null;
 }
 
 function withTimeout(promise, ms, message) {
