@@ -117,3 +117,46 @@ def test_the_chat_panel_shows_an_approval_s_buttons_and_a_click_resumes_the_run(
     execution_id = bots.nth(0).get_attribute("data-execution-id")
     confirm = deployment.execution(execution_id)["runData"]["Confirm"][0]["data"]["main"][0][0]
     assert confirm["json"]["data"]["approved"] is True
+
+
+def test_the_chat_node_form_follows_its_version_and_its_operation(deployment, new_tab):
+    workflow = ask_name_workflow()
+    new = next(n for n in workflow["nodes"] if n["name"] == "Greet")
+    new.update(typeVersion=1.3, parameters={"message": "Hi", "options": {}})
+    deployment.workflows.save(workflow)
+    page = new_tab().page
+    page.goto(f"{deployment.base}/#key={API_KEY}&workflow={workflow['id']}")
+    dialog = open_node(page, "Ask name")  # typeVersion 1
+    expect(param(dialog, "waitUserReply")).to_have_count(1)
+    expect(param(dialog, "operation")).to_have_count(0)
+    page.click("#ndv-close")
+
+    dialog = open_node(page, "Greet")  # 1.3: operation, send by default
+    expect(param(dialog, "waitUserReply")).to_have_count(0)
+    expect(param(dialog, "operation").locator("select")).to_have_value("send")
+    expect(param(dialog, "responseType")).to_have_count(0)
+    expect(option_names(dialog)).to_have_text(["Add Option", "Add Memory Input Connection"])
+    param(dialog, "operation").locator("select").select_option("sendAndWait")
+    expect(param(dialog, "responseType").locator("select")).to_have_value("freeTextChat")
+    expect(option_names(dialog)).to_have_text(
+        ["Add Option", "Add Memory Input Connection", "Limit Wait Time"]
+    )
+    param(dialog, "responseType").locator("select").select_option("approval")
+    expect(param(dialog, "blockUserInput")).to_have_count(1)
+    expect(param(dialog, "approvalOptions")).to_have_count(1)
+    expect(option_names(dialog)).to_have_text(["Add Option", "Limit Wait Time"])
+
+
+def open_node(page, name: str):
+    page.locator(f".node[data-node-name='{name}']").click()
+    dialog = page.locator("#ndv")
+    expect(dialog.locator("#ndv-title")).to_have_text(name)
+    return dialog
+
+
+def param(dialog, path: str):
+    return dialog.locator(f".param[data-param='{path}']")
+
+
+def option_names(dialog):
+    return dialog.locator(".add-option[data-param='options'] option")
