@@ -144,7 +144,13 @@ class ExecuteContext(_NodeContext):
     def is_streaming(self) -> bool:
         return self.execution.is_streaming()
 
-    def send_chunk(self, chunk_type: str, item_index: int, content: str | None = None) -> None:
+    def send_chunk(
+        self,
+        chunk_type: str,
+        item_index: int,
+        content: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         chunk: dict[str, Any] = {"type": chunk_type}
         if content is not None:
             chunk["content"] = content
@@ -154,6 +160,7 @@ class ExecuteContext(_NodeContext):
             "itemIndex": item_index,
             "runIndex": self.run_index,
             "timestamp": now_ms(),
+            **(details or {}),
         }
         if chunk_type == "item":
             self.execution.streamed = True

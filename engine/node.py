@@ -67,7 +67,14 @@ class ExecuteFunctions(NodeFunctions, Protocol):
 
     def is_streaming(self) -> bool: ...
 
-    def send_chunk(self, chunk_type: str, item_index: int, content: str | None = None) -> None: ...
+    def send_chunk(
+        self,
+        chunk_type: str,
+        item_index: int,
+        content: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """One streamed chunk; `details` join its metadata (a tool step's name, input, ...)."""
 
     def send_response(self, response: dict[str, Any]) -> None: ...
 
