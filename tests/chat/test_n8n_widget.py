@@ -201,3 +201,20 @@ def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
         10,
         "the conversation's execution to succeed",
     )
+
+
+def test_the_n8n_chat_widget_shows_the_same_answer_with_tool_step_lines_in_the_stream(
+    chat_deployment, widget_site, page
+):
+    """Our streamToolCalls lines are chunk types @n8n/chat does not know: it skips them."""
+    workflow = chat_workflow({"responseMode": "streaming", "allowedOrigins": widget_site})
+    node(workflow, "AI Agent")["parameters"]["options"]["streamToolCalls"] = True
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=true")
+    page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("What is 40 + 44?")
+    box.press("Enter")
+    page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+    bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
+    assert bots == ["Hello from the widget", ANSWER_84]

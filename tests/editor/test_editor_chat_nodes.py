@@ -1,6 +1,7 @@
 """The editor's chat panel with Chat nodes (responseNodes), in a real headless Chromium against a
 real deployment: each Chat-node message shows as a bubble, and the message typed while a node
-waits is its reply, which resumes the same run on a worker."""
+waits is its reply, which resumes the same run on a worker; an approval's buttons; the Chat
+node's form by version; the AI Agent's tool-step lines."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from core.waiting import EXPIRED
 from tests.chat.conversation import FIRST, ask_name_workflow
+from tests.chat.support import ANSWER_84, chat_workflow
 from tests.e2e.deployment import fresh_ids
 from tests.editor.conftest import API_KEY
 from tests.waiting import wait_until
@@ -160,3 +162,20 @@ def param(dialog, path: str):
 
 def option_names(dialog):
     return dialog.locator(".add-option[data-param='options'] option")
+
+
+def test_the_chat_panel_shows_a_compact_line_per_tool_call_above_the_answer(deployment, new_tab):
+    workflow = chat_workflow()
+    agent = next(n for n in workflow["nodes"] if n["name"] == "AI Agent")
+    agent["parameters"]["options"]["streamToolCalls"] = True
+    deployment.workflows.save(workflow)
+    page = new_tab().page
+    page.goto(f"{deployment.base}/#key={API_KEY}&workflow={workflow['id']}")
+    expect(page.locator("#push-state")).to_have_attribute("data-state", "up")
+    page.click("#open-chat")
+    page.fill("#chat-input", "What is 40 + 44?")
+    page.press("#chat-input", "Enter")
+    answer = page.locator(".message.bot").nth(0)
+    expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(answer.locator(".text")).to_have_text(ANSWER_84)
+    expect(answer.locator(".tool-step")).to_have_text(["Calculator · 40 + 44 → 84"])

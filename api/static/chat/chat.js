@@ -168,11 +168,59 @@
       } else if (chunk.type === 'error') {
         showError(li, chunk.content);
         shown = true;
+      } else if (chunk.type === 'tool-call-start' || chunk.type === 'tool-call-end') {
+        showToolStep(li, chunk.type, chunk.metadata || {});
       }
       // begin, end, keepalive and anything else: nothing to show
     });
     if (!shown) showError(li, 'No response received');
     if (li.dataset.state !== 'error') li.dataset.state = 'done';
+  }
+
+  // One compact line per tool call, above the answer: "Calculator · 19 * 23 → 437" (an ellipsis
+  // while it runs). The lines are the AI Agent's streamToolCalls option; ids pair start and end.
+  function showToolStep(li, kind, meta) {
+    let steps = li.querySelector('.tool-steps');
+    if (!steps) {
+      steps = document.createElement('div');
+      steps.className = 'tool-steps';
+      li.prepend(steps);
+    }
+    const id = String(meta.toolCallId ?? '');
+    let line = Array.from(steps.children).find((el) => el.dataset.toolCallId === id && !el.dataset.done);
+    if (!line) {
+      line = document.createElement('div');
+      line.className = 'tool-step';
+      line.dataset.toolCallId = id;
+      steps.append(line);
+    }
+    const name = String(meta.toolNode || meta.toolName || 'tool');
+    if (kind === 'tool-call-start') line.dataset.input = toolInputText(meta.toolInput);
+    const head = `${name} · ${line.dataset.input ?? ''}`;
+    if (kind === 'tool-call-start') {
+      line.textContent = `${head} …`;
+      return;
+    }
+    line.dataset.done = 'true';
+    if (meta.toolError != null) {
+      line.dataset.error = 'true';
+      line.textContent = `${head} → error: ${meta.toolError}`;
+    } else {
+      line.textContent = `${head} → ${meta.toolOutput ?? ''}`;
+    }
+  }
+
+  // A tool's input as a person reads it: the text of {"input": ...}, else the JSON.
+  function toolInputText(raw) {
+    try {
+      const args = typeof raw === 'string' ? JSON.parse(raw) : raw;
+      if (args && typeof args === 'object' && Object.keys(args).length === 1 && 'input' in args) {
+        return typeof args.input === 'string' ? args.input : JSON.stringify(args.input);
+      }
+      return JSON.stringify(args);
+    } catch {
+      return String(raw ?? '');
+    }
   }
 
   // --- Chat nodes (responseNodes): one execution, several messages ----------------------------

@@ -189,6 +189,8 @@ export class ChatPanel {
       bubble.error = chunk.content || "The execution failed";
     } else if (chunk.type === "end") {
       bubble.ended = true;
+    } else if (chunk.type === "tool-call-start" || chunk.type === "tool-call-end") {
+      showToolStep(bubble.li, chunk.type, chunk.metadata || {});
     }
   }
 
@@ -224,6 +226,48 @@ export class ChatPanel {
     if (typeof value.output === "string") return value.output;
     if (typeof value.text === "string") return value.text;
     return JSON.stringify(value);
+  }
+}
+
+// One compact line per tool call, above the answer: "Calculator · 19 * 23 → 437" (an ellipsis
+// while it runs); start and end are paired by the call's id.
+function showToolStep(li, kind, meta) {
+  let steps = li.querySelector(".tool-steps");
+  if (!steps) {
+    steps = el("div", { class: "tool-steps" });
+    li.prepend(steps);
+  }
+  const id = String(meta.toolCallId ?? "");
+  let line = [...steps.children].find((x) => x.dataset.toolCallId === id && !x.dataset.done);
+  if (!line) {
+    line = el("div", { class: "tool-step", "data-tool-call-id": id });
+    steps.append(line);
+  }
+  if (kind === "tool-call-start") line.dataset.input = toolInputText(meta.toolInput);
+  const head = `${String(meta.toolNode || meta.toolName || "tool")} · ${line.dataset.input ?? ""}`;
+  if (kind === "tool-call-start") {
+    line.textContent = `${head} …`;
+    return;
+  }
+  line.dataset.done = "true";
+  if (meta.toolError != null) {
+    line.dataset.error = "true";
+    line.textContent = `${head} → error: ${meta.toolError}`;
+  } else {
+    line.textContent = `${head} → ${meta.toolOutput ?? ""}`;
+  }
+}
+
+// A tool's input as a person reads it: the text of {"input": ...}, else the JSON.
+function toolInputText(raw) {
+  try {
+    const args = typeof raw === "string" ? JSON.parse(raw) : raw;
+    if (args && typeof args === "object" && Object.keys(args).length === 1 && "input" in args) {
+      return typeof args.input === "string" ? args.input : JSON.stringify(args.input);
+    }
+    return JSON.stringify(args);
+  } catch {
+    return String(raw ?? "");
   }
 }
 
