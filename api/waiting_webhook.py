@@ -57,6 +57,8 @@ NO_ACTION = _PAGE.format(title="No action required", text="This request has alre
 
 @bp.route(f"{PATH}<execution_id>/<node_id>", methods=["GET"])
 def waiting_webhook(execution_id: str, node_id: str) -> Response:
+    if request.method == "HEAD":  # a link checker's look at the page: it answers nothing
+        return _page("", 200, {})
     rt = runtime()
     record = rt.executions.get(execution_id) if len(execution_id) <= 64 else None
     if record is None:

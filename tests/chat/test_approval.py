@@ -99,6 +99,7 @@ def test_a_button_link_resumes_only_as_it_was_issued(chat_deployment):
         assert httpx.get(other_node, timeout=10).status_code == 409
         unknown = approve.replace(execution_id, "0123456789abcdef")
         assert httpx.get(unknown, timeout=10).status_code == 404
+        assert httpx.head(approve, timeout=10).status_code == 200  # a look, not a click
         assert deploy.execution(execution_id)["status"] == "waiting"
         assert httpx.get(decline, timeout=10).status_code == 200
         assert next_frame(ws) == CONTINUE
