@@ -132,6 +132,11 @@ export class ChatPanel {
   }
 
   onChatMessage(conversation, data) {
+    if (conversation.bubble.li.dataset.waiting) {
+      // The wait ended without a typed reply (its time limit passed): the question stays.
+      if (this.conversation === conversation) this.conversation = null;
+      conversation.bubble = this.botBubble();
+    }
     const bubble = conversation.bubble;
     conversation.messages += 1;
     const buttons = withButtons(data.text);
