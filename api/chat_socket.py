@@ -8,8 +8,9 @@ when a wait ended some other way than by a reply on this socket (a button click,
 limit), `n8n|heartbeat` when quiet (answered `n8n|heartbeat-ack`), and
 `{"type":"error","message":…}` (the widget shows `message`) when something cannot be done. A
 client that leaves heartbeats unanswered for MINI_N8N_CHAT_HEARTBEAT_TIMEOUT (60 s, n8n's) is
-closed (n8n also cancels the execution; here it waits on, for a new socket or a POST). The client's reply is `{"sessionId","action":"sendMessage",
-"chatInput","files"}`; it resumes the waiting execution on any worker (api/conversation.py).
+closed (n8n also cancels the execution; here it waits on, for a new socket or a POST). The
+client's reply is `{"sessionId","action":"sendMessage","chatInput","files"}`; it resumes the
+waiting execution on any worker (api/conversation.py).
 
 Messages come the way streamed tokens do: the relay's shared subscription, confirmed by Redis
 before anything else happens. Then the messages not yet delivered are read from the execution's
@@ -304,9 +305,10 @@ class ChatConnection:
         ):
             self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
             return
+        # Before the delivery: the resumed run's next message may be written before it returns.
+        awaiting, self.awaiting = self.awaiting, False
         try:
             deliver_reply(self.rt, self.execution_id, self.session_id, body)
         except ReplyRefused as err:
+            self.awaiting = awaiting
             self.send(error_frame(str(err)))
-            return
-        self.awaiting = False
