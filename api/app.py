@@ -12,7 +12,7 @@ import redis
 from flask import Flask, Response, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
-from api import access_log, chat_socket, errors, ops, push, rest, webhooks
+from api import access_log, chat_socket, errors, ops, push, rest, waiting_webhook, webhooks
 from api.rest import signin
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
@@ -51,6 +51,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(rest.bp)
     app.register_blueprint(signin.bp)
     app.register_blueprint(push.bp)
+    app.register_blueprint(waiting_webhook.bp)
     chat_socket.register(app, settings.max_body_bytes)
     app.add_url_rule("/", "editor", _editor)
     _import_workflows(app, settings)

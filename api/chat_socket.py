@@ -2,10 +2,15 @@
 process (n8n serves it from its main process only, polling its database every 3 s).
 
 Server frames are what `@n8n/chat` expects: each Chat-node message as a text frame (its text as
-is), `n8n|continue` after a message that waits for no reply, `n8n|heartbeat` when quiet
-(answered `n8n|heartbeat-ack`), and `{"type":"error","message":…}` (the widget shows `message`)
-when something cannot be done. The client's reply is `{"sessionId","action":"sendMessage",
-"chatInput","files"}`; it resumes the waiting execution on any worker (api/conversation.py).
+is; an approval's buttons with their links made absolute, api/waiting_webhook.py),
+`n8n|continue` after a message that waits for no reply and, as n8n does, before the next message
+when a wait ended some other way than by a reply on this socket (a button click, an expired
+limit), `n8n|heartbeat` when quiet (answered `n8n|heartbeat-ack`), and
+`{"type":"error","message":…}` (the widget shows `message`) when something cannot be done. A
+client that leaves heartbeats unanswered for MINI_N8N_CHAT_HEARTBEAT_TIMEOUT (60 s, n8n's) is
+closed (n8n also cancels the execution; here it waits on, for a new socket or a POST). The
+client's reply is `{"sessionId","action":"sendMessage","chatInput","files"}`; it resumes the
+waiting execution on any worker (api/conversation.py).
 
 Messages come the way streamed tokens do: the relay's shared subscription, confirmed by Redis
 before anything else happens. Then the messages not yet delivered are read from the execution's
@@ -35,6 +40,7 @@ from api.conversation import ReplyRefused, check_execution, deliver_reply, not_w
 from api.cors import origin_allowed
 from api.relay import RelayError, Stream
 from api.runtime import runtime
+from api.waiting_webhook import absolute_links
 from core.events import Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import dumps
@@ -56,6 +62,8 @@ FOLLOW_SECONDS = 10.0
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
 CLOSE_NORMAL = 1000
+# 1001, "going away": the client stopped answering heartbeats.
+CLOSE_SILENT = 1001
 
 _open: set[ChatConnection] = set()
 _open_lock = threading.Lock()
@@ -69,7 +77,12 @@ def register(app: Flask, max_message_bytes: int) -> None:
 
 def chat_socket(ws) -> None:
     args = request.args
-    ChatConnection(runtime(), ws, args.get("sessionId", ""), args.get("executionId", "")).serve()
+    # Button links are written on the origin the client reached us by, with the page's scheme
+    # ("//host/..."): behind a TLS proxy this process sees http while the page is https.
+    connection = ChatConnection(
+        runtime(), ws, args.get("sessionId", ""), args.get("executionId", ""), f"//{request.host}"
+    )
+    connection.serve()
 
 
 def end_all(reason: str) -> None:
@@ -87,13 +100,18 @@ def error_frame(message: str) -> str:
 
 
 class ChatConnection:
-    def __init__(self, rt, ws, session_id: str, execution_id: str):
+    def __init__(self, rt, ws, session_id: str, execution_id: str, base_url: str = ""):
         self.rt = rt
         self.ws = ws
         self.session_id = session_id
         self.execution_id = execution_id
+        self.base_url = base_url
         self.waits = WaitingStore(rt.executions)
         self.next_n = 0  # index of the next message this client has not been written
+        # The last message written waits for a reply that has not come over this socket.
+        self.awaiting = False
+        # When the oldest heartbeat still unanswered went out (monotonic); None: all answered.
+        self.unacked_since: float | None = None
         self.closed = threading.Event()
         self.released = threading.Event()  # its subscription is given up
         self._send_lock = threading.Lock()
@@ -187,9 +205,13 @@ class ChatConnection:
     def _relay(self) -> None:
         quiet = self.rt.settings.keepalive_seconds
         while not self.closed.is_set():
+            if self._silent():
+                timeout = self.rt.settings.chat_heartbeat_timeout_seconds
+                self.close(f"no heartbeat acknowledgement for {timeout:g} s", CLOSE_SILENT)
+                return
             event = self._current().get(timeout=quiet)
             if event is None:
-                self.send(HEARTBEAT)
+                self._heartbeat()
                 # As the relay does for streams: a lost worker or a reply no worker took in
                 # time ends the execution (crashed) and, so, this socket.
                 record = self.rt.liveness.check(self.execution_id)
@@ -239,6 +261,17 @@ class ChatConnection:
         self._write_pending()
         return True
 
+    def _heartbeat(self) -> None:
+        if self.unacked_since is None:
+            self.unacked_since = time.monotonic()
+        self.send(HEARTBEAT)
+
+    def _silent(self) -> bool:
+        """The client has left a heartbeat unanswered for longer than the limit."""
+        since = self.unacked_since
+        limit = self.rt.settings.chat_heartbeat_timeout_seconds
+        return since is not None and time.monotonic() - since >= limit
+
     def _message(self, body: dict[str, Any]) -> None:
         n = body.get("n")
         if not isinstance(n, int) or n < self.next_n:
@@ -255,8 +288,13 @@ class ChatConnection:
         return len(pending)
 
     def _write(self, message: dict[str, Any]) -> None:
-        self.send(str(message.get("text", "")))
-        if not message.get("wait"):
+        if self.awaiting:
+            # The wait ended without a reply on this socket (a button, another door, its time
+            # limit): n8n says so, and the widget stops treating its input as that reply.
+            self.send(CONTINUE)
+        self.send(absolute_links(str(message.get("text", "")), self.base_url))
+        self.awaiting = bool(message.get("wait"))
+        if not self.awaiting:
             self.send(CONTINUE)
         self.next_n = int(message["n"]) + 1
         self.waits.mark_delivered(self.execution_id, self.next_n)
@@ -297,6 +335,7 @@ class ChatConnection:
 
     def _handle(self, data: str) -> None:
         if data in HEARTBEAT_ACKS:
+            self.unacked_since = None
             return
         try:
             body = json.loads(data)
@@ -306,6 +345,7 @@ class ChatConnection:
             self.send(error_frame("Messages must be JSON objects."))
             return
         if body.get("type") == "heartbeat-ack":
+            self.unacked_since = None
             return
         if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
             self.send(error_frame('A reply needs "action": "sendMessage" and a "chatInput".'))
@@ -316,7 +356,10 @@ class ChatConnection:
         ):
             self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
             return
+        # Before the delivery: the resumed run's next message may be written before it returns.
+        awaiting, self.awaiting = self.awaiting, False
         try:
             deliver_reply(self.rt, self.execution_id, self.session_id, body)
         except ReplyRefused as err:
+            self.awaiting = awaiting
             self.send(error_frame(str(err)))

@@ -204,11 +204,12 @@ return {'paused'}
 # waiting one resumes with (`waiting -> new`), or the next reply of one that is not waiting yet.
 # KEYS: record, replies, queued, [queued index, waiting index]
 # ARGV: reply JSON, expected rev, queued record, ttl s, queue timeout ms, execution id,
-#       queue deadline ms
+#       queue deadline ms, queue it when not waiting (1) or refuse it (0)
 _REPLY = (
     _HEADER
     + """
 local status, rev = header(redis.call('GET', KEYS[1]))
+if (status == 'new' or status == 'running') and ARGV[8] == '0' then return 'not waiting' end
 if status == 'new' or status == 'running' then
   redis.call('RPUSH', KEYS[2], ARGV[1])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
@@ -229,6 +230,7 @@ return 'resumed'
 
 class Reply(StrEnum):
     QUEUED = "queued"  # the execution is not waiting yet: the message is its next reply
+    NOT_WAITING = "not waiting"  # ...refused, when only a waiting execution may take it
     RESUMED = "resumed"  # it waited: now `new` again, to be enqueued with this reply
     ENDED = "ended"  # it finished (or is gone) meanwhile
 
@@ -325,10 +327,11 @@ class ExecutionStore:
         return self._end_step(record, failed, {Status.NEW}, result=final).written
 
     def reply(
-        self, record: ExecutionRecord, reply: dict[str, Any]
+        self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True
     ) -> tuple[Reply, ExecutionRecord | None]:
         """Hand a chat message to an unfinished execution of its session: queued as its next
-        reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue)."""
+        reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue).
+        Without `queue`, only a waiting execution takes it (an approval button's click)."""
         while True:
             queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None)
             execution_id = record.id
@@ -341,7 +344,7 @@ class ExecutionStore:
                 keys += [self.keys.queued(), self.keys.waiting()]
             deadline = now_ms() + self.queue_timeout_ms
             args = [dumps(reply), record.rev, queued.encode(), self.ttl, self.queue_timeout_ms,
-                    execution_id, deadline]  # fmt: skip
+                    execution_id, deadline, int(queue)]  # fmt: skip
             outcome = self._reply(keys=keys, args=args)
             if outcome == "stale":  # it waited again meanwhile (a later Chat node)
                 current = self.get(execution_id)
@@ -355,6 +358,12 @@ class ExecutionStore:
                 pipe.zrem(self.keys.waiting(), execution_id)
                 pipe.execute()
             return Reply(outcome), queued if outcome == Reply.RESUMED else None
+
+    def resume_expired(self, record: ExecutionRecord) -> ExecutionRecord | None:
+        """A wait whose time limit passed goes on without a reply, as n8n's does: `waiting ->
+        new`, the record to enqueue; None if it stopped waiting meanwhile."""
+        outcome, queued = self.reply(record, {}, queue=False)
+        return queued if outcome == Reply.RESUMED else None
 
     def cancel(self, record: ExecutionRecord, why: str) -> bool:
         """Stop an execution that is not running (`new` or `waiting`): canceled, and its

@@ -60,6 +60,8 @@ class Settings:
     # Quiet streams get a keepalive line after this long; also how often a relay checks that
     # the execution's worker is still alive.
     keepalive_seconds: float = 5.0
+    # A chat socket whose client leaves heartbeats unanswered this long is closed (n8n's 60 s).
+    chat_heartbeat_timeout_seconds: float = 60.0
     # A worker renews its lease on running executions every second; one that misses this long
     # is considered lost and its executions fail. Bounds how long a stream waits on a dead worker.
     lease_seconds: float = 5.0
@@ -119,6 +121,9 @@ class Settings:
             chat_files_max_bytes=_int("MINI_N8N_CHAT_FILES_MAX_BYTES", cls.chat_files_max_bytes),
             executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
+            chat_heartbeat_timeout_seconds=_float(
+                "MINI_N8N_CHAT_HEARTBEAT_TIMEOUT", cls.chat_heartbeat_timeout_seconds
+            ),
             lease_seconds=_float("MINI_N8N_LEASE_SECONDS", cls.lease_seconds),
             max_starting=_int("MINI_N8N_MAX_STARTING", cls.max_starting),
             start_wait_seconds=_float("MINI_N8N_START_WAIT", cls.start_wait_seconds),

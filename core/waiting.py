@@ -12,8 +12,9 @@ messages sent, in order), `execution:<id>:delivered` (how many of them a chat so
   replays the list from what was already delivered, then takes live events and skips any `n` it
   has written: a message is never missed and never written twice, whichever api process holds
   the socket, before or after a reconnect.
-- **Expiry**: the workers' lease thread sweeps `executions:waiting` (ZRANGEBYSCORE up to now)
-  every second. A sorted set rather than a Celery ETA task: with the Redis transport an ETA task
+- **Expiry**: the workers' watch sweeps `executions:waiting` (ZRANGEBYSCORE up to now) every
+  second; a wait whose time ran out goes on without a reply, as n8n's does (its node passes its
+  input on), or ends with EXPIRED when its saved state is gone. A sorted set rather than a Celery ETA task: with the Redis transport an ETA task
   sits in the memory of the worker that reserved it and comes back only after the visibility
   timeout (an hour) if that worker dies, while the set survives every restart.
 """
@@ -106,7 +107,8 @@ class WaitingStore:
         return due
 
     def expire(self, record: ExecutionRecord) -> bool:
-        """End a wait whose time limit passed: `waiting -> error`, its channel told."""
+        """End a wait whose time limit passed and that cannot go on: `waiting -> error`, its
+        channel told."""
         expired = record.next(status=Status.ERROR, error=EXPIRED, stopped_at=now_ms())
         result = FinalResult(Status.ERROR, EXPIRED, expired=True)
         return self.store.end_wait(record, expired, result)

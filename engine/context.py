@@ -6,11 +6,13 @@ engine.node.SupplyDataFunctions: what a node may use is declared there."""
 from __future__ import annotations
 
 import copy
+import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
 from core.clock import now_ms
 from engine.errors import EngineError, ExecutionCanceled, ExpressionError
@@ -37,6 +39,8 @@ class Execution:
     run_data: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     execution_index: int = 0
     streamed: bool = False
+    # signature -> query of the links a waiting node handed out (ExecuteContext.resume_url)
+    resume_links: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def is_streaming(self) -> bool:
         # n8n's isStreaming(): someone listens for chunks *and* streaming was asked for.
@@ -140,7 +144,13 @@ class ExecuteContext(_NodeContext):
     def is_streaming(self) -> bool:
         return self.execution.is_streaming()
 
-    def send_chunk(self, chunk_type: str, item_index: int, content: str | None = None) -> None:
+    def send_chunk(
+        self,
+        chunk_type: str,
+        item_index: int,
+        content: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         chunk: dict[str, Any] = {"type": chunk_type}
         if content is not None:
             chunk["content"] = content
@@ -150,6 +160,7 @@ class ExecuteContext(_NodeContext):
             "itemIndex": item_index,
             "runIndex": self.run_index,
             "timestamp": now_ms(),
+            **(details or {}),
         }
         if chunk_type == "item":
             self.execution.streamed = True
@@ -167,6 +178,18 @@ class ExecuteContext(_NodeContext):
             "sentAt": time.time() * 1000,  # ms, fractional: what the latency bench measures from
         }
         self.execution.hooks.run("sendMessage", message)
+
+    def resume_url(self, query: dict[str, str]) -> str:
+        """n8n's getSignedResumeUrl, as a path: `/webhook-waiting/<execution>/<node id>?<query>
+        &signature=<random>`. The signature is remembered in the waiting state, so the api
+        resumes the wait only for a link this node handed out, with the query it was issued
+        with (whoever serves the path makes it absolute)."""
+        signature = secrets.token_hex(32)
+        self.execution.resume_links[signature] = dict(query)
+        path = (
+            f"/webhook-waiting/{quote(self.execution.id, safe='')}/{quote(self.node.id, safe='')}"
+        )
+        return f"{path}?{urlencode({**query, 'signature': signature})}"
 
     def sub_nodes(self, connection_type: str) -> list[Node]:
         return [

@@ -17,6 +17,9 @@ A node file declares:
 
 Names follow n8n: `displayName`, `displayOptions` ({"show": {"param": [values]}}), option lists
 of {name, value}; collections hold properties, fixedCollections hold named groups of properties.
+A condition may name a root parameter from inside a collection (`"/operation"`), or the node's
+version (`"@version": [{"_cnd": {"gte": 1.1}}]`), as n8n's do: a node whose form changed
+between versions declares every version's parameters once, each shown for its versions.
 """
 
 from __future__ import annotations
@@ -176,6 +179,9 @@ class NodeDescription:
     properties: tuple[Property, ...] = ()
     subtitle: str = ""  # the search words the node creator also matches
     webhook: bool = False  # a new node gets a webhookId
+    # The typeVersions an export may carry (n8n's version list); empty: any. `version` is the
+    # one a new node gets (n8n's defaultVersion).
+    versions: tuple[float, ...] = ()
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.engine_default() for p in self.properties}
@@ -190,6 +196,7 @@ class NodeDescription:
             "group": self.group,
             "description": self.description,
             "version": self.version,
+            "versions": list(self.versions or (self.version,)),
             "defaults": {"name": self.display_name},
             "inputs": [i.to_json() for i in self.inputs],
             "outputs": list(self.outputs),
@@ -203,28 +210,97 @@ class NodeDescription:
 # --- the checks ----------------------------------------------------------------------------------
 
 
-def displayed(prop: Property | CredentialSlot, values: Mapping[str, Any]) -> bool:
+def displayed(
+    prop: Property | CredentialSlot,
+    values: Mapping[str, Any],
+    version: float | None = None,
+    root: Mapping[str, Any] | None = None,
+) -> bool:
     """Whether `prop` shows (and so counts) given its siblings' `values` (n8n's displayOptions:
-    every `show` condition holds and no `hide` condition does)."""
+    every `show` condition holds and no `hide` condition does). `/name` reads the node's root
+    parameters (`root`, else `values`), `@version` the node's typeVersion."""
     conditions = prop.display_options or {}
     for name, allowed in (conditions.get("show") or {}).items():
-        if values.get(name.lstrip("/")) not in allowed:
+        if not any(_matches(_lookup(name, values, version, root), a) for a in allowed):
             return False
     for name, denied in (conditions.get("hide") or {}).items():
-        if values.get(name.lstrip("/")) in denied:
+        if any(_matches(_lookup(name, values, version, root), d) for d in denied):
             return False
     return True
 
 
+def _lookup(name: str, values: Mapping[str, Any], version: float | None, root) -> Any:
+    if name == "@version":
+        return version
+    if name.startswith("/"):
+        return (values if root is None else root).get(name[1:])
+    return values.get(name)
+
+
+# n8n's display conditions ({"_cnd": {"gte": 1.1}}) beside plain values.
+_CONDITIONS = {
+    "eq": lambda v, x: v == x,
+    "not": lambda v, x: v != x,
+    "gte": lambda v, x: v is not None and v >= x,
+    "gt": lambda v, x: v is not None and v > x,
+    "lte": lambda v, x: v is not None and v <= x,
+    "lt": lambda v, x: v is not None and v < x,
+}
+
+
+def _matches(value: Any, allowed: Any) -> bool:
+    if isinstance(allowed, Mapping) and "_cnd" in allowed:
+        return all(
+            name in _CONDITIONS and _CONDITIONS[name](value, operand)
+            for name, operand in allowed["_cnd"].items()
+        )
+    return bool(value == allowed)
+
+
+def shown_values(
+    props: tuple[Property, ...],
+    given: Mapping[str, Any],
+    version: float | None = None,
+    root: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The values the form shows at this level: given or default, for the properties that are
+    displayed. A hidden parameter counts as absent, as in n8n, so a condition on it (a 1.0
+    parameter seen from a 1.3 node) does not hold. Two rounds settle conditions that name a
+    parameter declared after them."""
+    values: dict[str, Any] = {**{p.name: p.engine_default() for p in props}, **given}
+    for _ in range(2):
+        level_root = values if root is None else root
+        values = {
+            p.name: given[p.name] if p.name in given else p.engine_default()
+            for p in props
+            if displayed(p, values, version, level_root)
+        }
+    return values
+
+
 def check_parameters(
-    description: NodeDescription, parameters: Mapping[str, Any], node: str
+    description: NodeDescription,
+    parameters: Mapping[str, Any],
+    node: str,
+    version: float | None = None,
 ) -> None:
     """Raise WorkflowValidationError (naming `node`) for a parameter the declaration cannot
-    accept: a required one left empty, a value of the wrong type, an unknown option.
-    Expressions (`=...`) are left to run time; parameters the declaration does not name (other
-    versions' fields) are left alone."""
-    values = {**description.defaults(), **parameters}
-    _check_all(description.properties, values, parameters, node, "")
+    accept: a required one left empty, a value of the wrong type, an unknown option, a
+    typeVersion the node type does not have. Expressions (`=...`) are left to run time;
+    parameters the declaration does not name (other versions' fields) are left alone."""
+    if description.versions and version is not None and version not in description.versions:
+        known = ", ".join(f"{v:g}" for v in description.versions)
+        raise WorkflowValidationError(
+            f"typeVersion {version:g} is not one of this node's versions ({known})", node=node
+        )
+    root = shown_values(description.properties, parameters, version)
+    _check_all(description.properties, root, parameters, node, "", _Scope(version, root))
+
+
+@dataclass(frozen=True)
+class _Scope:
+    version: float | None
+    root: Mapping[str, Any]
 
 
 def _check_all(
@@ -233,9 +309,10 @@ def _check_all(
     given: Mapping[str, Any],
     node: str,
     prefix: str,
+    scope: _Scope,
 ) -> None:
     for prop in props:
-        if not displayed(prop, values):
+        if not displayed(prop, values, scope.version, scope.root):
             continue
         path = f"{prefix}{prop.name}"
         if prop.name not in given:
@@ -244,10 +321,10 @@ def _check_all(
                     f"{prop.display_name} is required ({path})", node=node
                 )
             continue
-        _check_value(prop, given[prop.name], node, path)
+        _check_value(prop, given[prop.name], node, path, scope)
 
 
-def _check_value(prop: Property, value: Any, node: str, path: str) -> None:
+def _check_value(prop: Property, value: Any, node: str, path: str, scope: _Scope) -> None:
     if _is_expression(value):
         return
     if prop.required and _empty(value):
@@ -264,7 +341,9 @@ def _check_value(prop: Property, value: Any, node: str, path: str) -> None:
                 f'unknown {prop.display_name.lower()} "{value}"', node=node
             )
     elif prop.type == "collection":
-        _check_all(prop.children, {**prop.engine_default(), **value}, value, node, f"{path}.")
+        _check_all(
+            prop.children, {**prop.engine_default(), **value}, value, node, f"{path}.", scope
+        )
     elif prop.type == "fixedCollection":
         for group in prop.groups:
             entries = value.get(group.name)
@@ -276,12 +355,23 @@ def _check_value(prop: Property, value: Any, node: str, path: str) -> None:
                     raise WorkflowValidationError(
                         f"{group.display_name} entries must be objects ({path})", node=node
                     )
-                _check_all(group.values, row, row, node, f"{path}.{group.name}[{index}].")
+                _check_all(
+                    group.values,
+                    {**_defaults(group.values), **row},
+                    row,
+                    node,
+                    f"{path}.{group.name}[{index}].",
+                    scope,
+                )
     lowest = prop.type_options.get("minValue") if prop.type == "number" else None
     if lowest is not None and value < lowest:
         raise WorkflowValidationError(
             f"{prop.display_name} must be at least {lowest} ({path})", node=node
         )
+
+
+def _defaults(props: tuple[Property, ...]) -> dict[str, Any]:
+    return {p.name: p.engine_default() for p in props}
 
 
 def _type_problem(prop: Property, value: Any) -> str | None:

@@ -35,10 +35,12 @@ def run_workflow(
 ) -> Run:
     """Execute `workflow` from its trigger with `start_items` as the trigger's output.
 
-    With `resume` ({"state": Run.waiting of the paused run, "reply": the user's reply item})
-    the execution continues where a node raised WaitingForReply; `start_items` is then unused.
-    A node that waits ends this call with a Run of status "waiting" whose `waiting` says where
-    it stands: plain JSON, so any process can continue it."""
+    With `resume` the execution continues where a node raised WaitingForReply; `start_items`
+    is then unused. `resume` is {"state": Run.waiting of the paused run, "reply": the reply
+    item} when the user replied, or {"state": ..., "reply": None, "expired": True} when the
+    wait's time limit (waitTill) passed with no reply: then, as in n8n, the waiting node passes
+    its input items on. A node that waits ends this call with a Run of status "waiting" whose
+    `waiting` says where it stands: plain JSON, so any process can continue it."""
     execution = Execution(
         id=execution_id or uuid.uuid4().hex,
         workflow=workflow,
@@ -97,6 +99,7 @@ def _children(workflow: Workflow, node: Node, outputs) -> list[Frame]:
 def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) -> dict[str, Any]:
     return {
         "node": node.name,
+        "nodeId": node.id,
         "runIndex": len(execution.run_data.get(node.name, [])) - 1,
         "items": items,
         "waitTill": wait.wait_till_ms,
@@ -104,13 +107,16 @@ def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) ->
         "runData": execution.run_data,
         "executionIndex": execution.execution_index,
         "startedAt": run.started_at,
+        # signature -> query of each link that may end this wait (ExecuteContext.resume_url)
+        "resumeLinks": execution.resume_links,
     }
 
 
 def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Frame]:
     """Put the execution back where it waited, give the waiting node its reply (its run turns
     from `waiting` to `success` with the node's resume output), and return what is left to run:
-    that node's children first, then what was queued when it paused."""
+    that node's children first, then what was queued when it paused. A node may also decline
+    the reply and go on waiting (a chat message to an approval that blocks user input)."""
     state, workflow = resume["state"], execution.workflow
     execution.run_data = state["runData"]
     execution.execution_index = state["executionIndex"]
@@ -124,8 +130,10 @@ def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Fr
     task = execution.run_data[node.name][run_index]
     started = time.monotonic()
     try:
-        ctx = ExecuteContext(execution, node, state["items"], run_index)
-        outputs = workflow.node_type(node.name).resume(ctx, resume["reply"])
+        outputs = _resume_output(execution, node, state, resume)
+    except WaitingForReply:
+        run.status, run.waiting = "waiting", state
+        return deque()
     except EngineError as err:
         err.node = err.node or node.name
         task.update(executionStatus="error", error=error_json(err, node.name))
@@ -137,6 +145,14 @@ def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Fr
     execution.hooks.run("nodeExecuteAfter", execution, node.name, run_index, task)
     stack.extendleft(reversed(_children(workflow, node, outputs)))
     return stack
+
+
+def _resume_output(execution: Execution, node: Node, state: dict[str, Any], resume) -> Any:
+    if resume.get("expired"):
+        # n8n resumes a wait whose time ran out with the node disabled: its input passes on.
+        return [state["items"]]
+    ctx = ExecuteContext(execution, node, state["items"], state["runIndex"])
+    return execution.workflow.node_type(node.name).resume(ctx, resume["reply"])
 
 
 def _start_node(workflow: Workflow, name: str | None) -> Node:

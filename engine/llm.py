@@ -22,6 +22,9 @@ class Cancellation(Protocol):
 
 
 class ChatModel(Protocol):
+    # The model id its tokens are counted for (engine/tokenizer.py); None: estimated.
+    model_name: str | None
+
     def invoke(
         self,
         messages: list[ChatMessage],

@@ -67,12 +67,23 @@ class ExecuteFunctions(NodeFunctions, Protocol):
 
     def is_streaming(self) -> bool: ...
 
-    def send_chunk(self, chunk_type: str, item_index: int, content: str | None = None) -> None: ...
+    def send_chunk(
+        self,
+        chunk_type: str,
+        item_index: int,
+        content: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """One streamed chunk; `details` join its metadata (a tool step's name, input, ...)."""
 
     def send_response(self, response: dict[str, Any]) -> None: ...
 
     def send_message(self, text: str, wait: bool) -> None:
         """Send the chat user a message (responseNodes mode); `wait`: a reply is awaited."""
+
+    def resume_url(self, query: dict[str, str]) -> str:
+        """A link (a path) that resumes this node's wait with `query` (n8n's
+        getSignedResumeUrl): what an approval button points to."""
 
     def sub_nodes(self, connection_type: str) -> list[Node]:
         """Enabled sub-nodes plugged into this node through `connection_type`."""
@@ -137,7 +148,9 @@ class NodeType:
         (the Chat node needs a Chat Trigger in responseNodes mode)."""
 
     def resume(self, ctx: ExecuteFunctions, reply: Item) -> NodeOutput:
-        """The output of a node that raised WaitingForReply, once the reply came."""
+        """The output of a node that raised WaitingForReply, once the reply came; raising
+        WaitingForReply again declines the reply and keeps waiting. (A wait that expired does
+        not come here: the engine passes the node's input on, as n8n does.)"""
         raise NotImplementedError(f"{self.type} does not wait")
 
     def webhooks(self, node: Node) -> list[WebhookSpec]:

@@ -96,6 +96,11 @@ class OpenAiChatModel:
         self._cancel = cancel
         self._spawn = spawn
 
+    @property
+    def model_name(self) -> str:
+        """The model id: what its tokenizer is chosen by (engine/tokenizer.py)."""
+        return self.settings.model
+
     def __repr__(self) -> str:
         s = self.settings
         return (

@@ -7,6 +7,9 @@ The memory is found and asked exactly as an execution asks it: the memory node's
 whose trigger output is that body too. So the session key, the protected chat's namespace and the
 memory key prefix cannot differ from what the conversation wrote. Messages come back as LangChain's
 `toJSON()` (n8n answers with `memory.chatHistory.getMessages()`, the whole history, no window).
+Only what the chat showed comes back: the user's messages and the AI's text. n8n also returns a
+turn's tool calls and tool results (an n8n 3.x Agent stores them), which `@n8n/chat` then shows
+as bot bubbles of JSON.
 
 Who calls it lends the services: the api lends its Redis and keys, and an empty in-process memory
 for Simple Memory, whose real one lives inside the workers.
@@ -22,6 +25,7 @@ from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import Node, Workflow
 from memory.base import SessionMemory
+from memory.messages import ChatMessage
 
 
 def previous_session(
@@ -44,4 +48,10 @@ def previous_session(
             "loadPreviousSession is set to memory but no memory is connected", node=trigger.name
         )
     supplied: SessionMemory = trigger_ctx.supply(memories[0], 0)
-    return [message.to_serialized() for message in supplied.messages()]
+    return [m.to_serialized() for m in supplied.messages() if _shown(m)]
+
+
+def _shown(message: ChatMessage) -> bool:
+    """A message the chat showed: the user's, or an AI message with text (not a bare tool
+    call, not a tool result)."""
+    return message.role == "human" or (message.role == "ai" and bool(message.content))

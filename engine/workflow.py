@@ -162,7 +162,9 @@ def load_workflow(data: Any) -> Workflow:
     _check_sub_nodes(workflow)
     for node in nodes.values():
         if not node.disabled:
-            check_parameters(types[node.name].description, node.parameters, node.name)
+            check_parameters(
+                types[node.name].description, node.parameters, node.name, node.type_version
+            )
             types[node.name].validate(node)
             types[node.name].validate_in(node, workflow)
     return workflow

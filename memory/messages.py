@@ -27,7 +27,7 @@ class ToolCall:
     id: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "args": self.args, "id": self.id, "type": "tool_call"}
+        return {"id": self.id, "name": self.name, "args": self.args, "type": "tool_call"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
@@ -43,11 +43,9 @@ class ChatMessage:
     name: str | None = None  # tool messages: the tool's name
 
     def _kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "content": self.content,
-            "additional_kwargs": {},
-            "response_metadata": {},
-        }
+        """The fields in the order @langchain/core 1.x writes them (checked against the JSON
+        n8n 2.41.1 stores), so a stored message is byte for byte what n8n would write."""
+        kwargs: dict[str, Any] = {"content": self.content}
         if self.role == "ai":
             kwargs["tool_calls"] = [c.to_dict() for c in self.tool_calls]
             kwargs["invalid_tool_calls"] = []
@@ -55,6 +53,8 @@ class ChatMessage:
             kwargs["tool_call_id"] = self.tool_call_id or ""
             if self.name:
                 kwargs["name"] = self.name
+        kwargs["additional_kwargs"] = {}
+        kwargs["response_metadata"] = {}
         return kwargs
 
     def to_stored(self) -> dict[str, Any]:

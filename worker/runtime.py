@@ -13,6 +13,7 @@ from wsgiref.simple_server import WSGIServer
 
 import redis
 
+from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore
 from core.keys import Keys
 from core.leases import LeaseStore
@@ -20,6 +21,7 @@ from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
 from core.task import TaskPayload
+from core.waiting import WaitingStore
 from engine.services import Services
 from memory.window import InProcessMemory
 from worker import greenlets, warmup
@@ -58,7 +60,16 @@ class WorkerRuntime:
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.stops = Stops(settings.redis_url, self.keys.stop_channel())
-        self.leases = Leases(settings, self.store, self.lease_store, self.stops, self.outbox)
+        self.send_task = send_task
+        self.waits = WaitingStore(self.store)
+        self.leases = Leases(
+            settings,
+            self.store,
+            self.lease_store,
+            self.stops,
+            self.outbox,
+            expire_wait=self._wait_expired,
+        )
         self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases)
         self.runner = ExecutionRunner(
             settings,
@@ -87,6 +98,22 @@ class WorkerRuntime:
         self.heartbeat.start()
         self.leases.start()
         self.stops.start()
+
+    def _wait_expired(self, record: ExecutionRecord) -> None:
+        """A Chat node's wait ran out: the execution goes on without a reply, on whichever
+        worker takes its task (n8n resumes it so too)."""
+        saved = self.waits.resume_state(record.id)
+        if saved is None or self.send_task is None:
+            self.waits.expire(record)
+            return
+        queued = self.store.resume_expired(record)
+        if queued is None:
+            return  # a reply (or a stop) came first
+        try:
+            self.send_task(TaskPayload.resuming(queued, saved, None))
+        except Exception as err:
+            log.exception("execution %s: its expired wait could not go on", record.id)
+            self.store.fail_start(queued, f"could not resume: {err}")
 
     def _heartbeat_leases(self) -> LeaseStore:
         """The heartbeat's own LeaseStore, built on its own thread: its own connection, never

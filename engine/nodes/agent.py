@@ -5,10 +5,26 @@ For each input item: load the session's history from memory, ask the model with
 with text or `maxIterations` is reached. While streaming, the answer's tokens leave as
 begin / item* / end chunks. The turn is saved to memory only once the answer is complete.
 Every model, tool and memory call is recorded as a run of that sub-node.
+
+The history is cut as n8n's loadMemory cuts it (memory/history.py): the memory's window,
+orphaned tool messages dropped, and with `options.maxTokensFromMemory` (n8n's option, which n8n
+hides from its form and we show) the newest messages that fit, counted with the model's
+tokenizer (engine/tokenizer.py). Two options of ours, off by default:
+- `keepToolCallsInMemory`: a turn with tool calls is saved as n8n's buildMessagesFromSteps
+  writes it (human, the AI message with `tool_calls`, one `tool` message per call, the answer),
+  so the next turns' model sees the earlier tool results; off, a turn is human + answer.
+- `streamToolCalls`: while streaming, each tool call also leaves as a `tool-call-start` chunk
+  (tool name, input) and a `tool-call-end` chunk (output or error, duration), the chunk types
+  n8n PR #36755 proposed; `@n8n/chat` ignores types it does not know.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from core.jsontext import dumps
+from engine import tokenizer
 from engine.description import Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError
 from engine.llm import ChatModel, TokenCallback, Tool
@@ -16,6 +32,7 @@ from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
 from engine.registry import register
 from engine.workflow import Node
 from memory.base import SessionMemory
+from memory.history import load_for_model
 from memory.messages import ChatMessage, ToolCall, ai, human, system, tool
 
 NO_PROMPT = (
@@ -83,6 +100,32 @@ class Agent(NodeType):
                         type_options={"minValue": 1},
                     ),
                     Property("enableStreaming", "Enable Streaming", "boolean", True),
+                    Property(
+                        "maxTokensFromMemory",
+                        "Max Tokens From Memory",
+                        "number",
+                        0,
+                        description="Send the model only the newest messages of the memory "
+                        "that fit in this many tokens, starting on a user message (0: all the "
+                        "memory's window)",
+                        type_options={"minValue": 0},
+                    ),
+                    Property(
+                        "keepToolCallsInMemory",
+                        "Keep Tool Calls in Memory",
+                        "boolean",
+                        False,
+                        description="Save a turn's tool calls and results in memory, so later "
+                        "turns see them (not in n8n)",
+                    ),
+                    Property(
+                        "streamToolCalls",
+                        "Stream Tool Calls",
+                        "boolean",
+                        False,
+                        description="While streaming, send a line when a tool starts and one "
+                        "when it ends (not in n8n; @n8n/chat ignores them)",
+                    ),
                 ),
             ),
         ),
@@ -105,6 +148,9 @@ class _AgentTurn:
         for node in ctx.sub_nodes("ai_tool"):
             supplied: Tool = ctx.supply(node, index)
             self.tools[supplied.name] = (node, supplied)
+        self.model: ChatModel = ctx.supply(self.model_node, index)
+        self.steps: list[ChatMessage] = []  # this turn's tool calls and results, in order
+        self.stream_tools = False
 
     def run(self) -> Item:
         ctx, index = self.ctx, self.index
@@ -113,6 +159,7 @@ class _AgentTurn:
         history = self._load_history(memory, text) if memory else []
         messages = [system(self._system_message()), *history, human(text)]
         streaming = ctx.is_streaming() and bool(ctx.get_parameter("options.enableStreaming", True))
+        self.stream_tools = streaming and self._option("streamToolCalls", False) is True
         if streaming:
             ctx.send_chunk("begin", index)
         output = self._loop(messages, streaming)
@@ -148,9 +195,12 @@ class _AgentTurn:
         except (TypeError, ValueError):
             return 10
 
+    def _option(self, name: str, default: Any) -> Any:
+        return self.ctx.get_parameter(f"options.{name}", default, self.index)
+
     def _loop(self, messages: list[ChatMessage], streaming: bool) -> str:
         ctx, index = self.ctx, self.index
-        model: ChatModel = ctx.supply(self.model_node, index)
+        model = self.model
         tools = [t for _, t in self.tools.values()]
         on_token = (lambda token: ctx.send_chunk("item", index, token)) if streaming else None
         for _ in range(self._max_iterations()):
@@ -165,8 +215,11 @@ class _AgentTurn:
             messages.append(reply)
             if not reply.tool_calls:
                 return reply.content
+            self.steps.append(reply)
             for call in reply.tool_calls:
-                messages.append(tool(self._call_tool(call), call.id, call.name))
+                result = tool(self._call_tool(call), call.id, call.name)
+                messages.append(result)
+                self.steps.append(result)
         raise NodeExecutionError(
             "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
         )
@@ -200,20 +253,52 @@ class _AgentTurn:
 
     def _call_tool(self, call: ToolCall) -> str:
         found = self.tools.get(call.name)
+        node_name = found[0].name if found else None
+        self._tool_chunk("tool-call-start", call, node_name, {"toolInput": dumps(call.args)})
+        started = time.monotonic()
         if not found:
-            return f"Error: there is no tool called {call.name!r}"
+            error = f"Error: there is no tool called {call.name!r}"
+            self._tool_chunk("tool-call-end", call, None, {"toolError": error}, started)
+            return error
         node, supplied = found
-        return self.ctx.run_sub(
-            node,
-            "ai_tool",
-            dict(call.args),
-            lambda: supplied.call(call.args),
-            lambda r: {"response": r},
-        )
+        try:
+            output = self.ctx.run_sub(
+                node,
+                "ai_tool",
+                dict(call.args),
+                lambda: supplied.call(call.args),
+                lambda r: {"response": r},
+            )
+        except Exception as err:
+            self._tool_chunk("tool-call-end", call, node.name, {"toolError": str(err)}, started)
+            raise
+        self._tool_chunk("tool-call-end", call, node.name, {"toolOutput": output}, started)
+        return output
+
+    def _tool_chunk(
+        self,
+        kind: str,
+        call: ToolCall,
+        node_name: str | None,
+        details: dict[str, Any],
+        started: float | None = None,
+    ) -> None:
+        """A tool step line (option streamToolCalls): the fields n8n PR #36755 proposed
+        (toolName, toolCallId, toolInput / toolOutput), plus the tool node's name, an error
+        instead of an output, and on the end how long the call took."""
+        if not self.stream_tools:
+            return
+        meta: dict[str, Any] = {"toolName": call.name, "toolCallId": call.id}
+        if node_name:
+            meta["toolNode"] = node_name
+        meta.update(details)
+        if started is not None:
+            meta["durationMs"] = int((time.monotonic() - started) * 1000)
+        self.ctx.send_chunk(kind, self.index, None, meta)
 
     def _load_history(self, memory: tuple[Node, SessionMemory], text: str) -> list[ChatMessage]:
         node, session = memory
-        return self.ctx.run_sub(
+        window = self.ctx.run_sub(
             node,
             "ai_memory",
             {"action": "loadMemoryVariables", "values": {"input": text}},
@@ -223,10 +308,21 @@ class _AgentTurn:
                 "chatHistory": [m.to_stored() for m in msgs],
             },
         )
+        max_tokens = self._max_tokens()
+        model_name = getattr(self.model, "model_name", None)
+        count = tokenizer.counter(model_name) if max_tokens else tokenizer.estimate
+        return load_for_model(window, max_tokens, count)
+
+    def _max_tokens(self) -> int:
+        try:
+            return max(int(self._option("maxTokensFromMemory", 0) or 0), 0)
+        except (TypeError, ValueError):
+            return 0
 
     def _save_turn(self, memory: tuple[Node, SessionMemory], text: str, output: str) -> None:
         node, session = memory
-        turn = [human(text), ai(output)]
+        steps = self.steps if self._option("keepToolCallsInMemory", False) is True else []
+        turn = [human(text), *steps, ai(output)]
         self.ctx.run_sub(
             node,
             "ai_memory",

@@ -63,6 +63,7 @@ def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
 @dataclass
 class MockChatModel:
     delay_per_token: float = 0.0  # seconds
+    model_name: str | None = None  # no tokenizer: maxTokensFromMemory estimates (length / 4)
     sleep: Callable[[float], None] | None = None
 
     def invoke(

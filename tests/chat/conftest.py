@@ -29,6 +29,7 @@ def chat_deployment(redis_url, credentials_file):
     with Deployment.running(
         redis_url,
         MINI_N8N_KEEPALIVE_SECONDS="1",
+        MINI_N8N_CHAT_HEARTBEAT_TIMEOUT="5",  # n8n's 60 s, shortened for the silent-client test
         MINI_N8N_CREDENTIALS_FILE=credentials_file,
         MINI_N8N_MAX_BODY_BYTES=str(2 * 1024 * 1024),
         MINI_N8N_CHAT_FILE_MAX_BYTES=str(64 * 1024),

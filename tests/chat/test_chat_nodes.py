@@ -4,6 +4,7 @@ gevent api, Celery worker, Redis): Chat Trigger (responseNodes) -> Chat "Hi! Wha
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -12,7 +13,6 @@ from websockets.sync.client import connect
 
 from core.executions import ExecutionStore
 from core.stops import request_stop
-from core.waiting import EXPIRED
 from tests.chat.conversation import (
     CONTINUE,
     FIRST,
@@ -66,6 +66,7 @@ def test_a_waiting_execution_holds_no_worker_and_keeps_its_session_turn(chat_dep
         assert deploy.redis.lrange(line, 0, -1) == [execution_id]
         # A message POSTed to the session meanwhile is the reply, not a second execution.
         assert start(deploy.base, workflow, session, "Grace") == execution_id
+        assert next_frame(ws) == CONTINUE  # the wait ended without a reply on this socket
         assert next_frame(ws) == "Nice to meet you, Grace!"
     wait_until(
         lambda: deploy.execution(execution_id)["status"] == "success", 10, "the execution to end"
@@ -84,6 +85,26 @@ def test_heartbeats_come_when_quiet_and_their_acks_are_taken(chat_deployment):
         ws.send("n8n|heartbeat-ack")
         reply(ws, session, "Ada")
         assert next_frame(ws) == "Nice to meet you, Ada!"
+
+
+def test_a_socket_whose_client_leaves_heartbeats_unanswered_is_closed(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        opened = time.monotonic()
+        frames = []
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:  # never acknowledged
+                frames.append(ws.recv(timeout=20))
+        silent_for = time.monotonic() - opened
+    assert set(frames) == {HEARTBEAT}
+    assert closed.value.rcvd.code == 1001
+    assert closed.value.rcvd.reason == "no heartbeat acknowledgement for 5 s"
+    assert silent_for >= 5  # MINI_N8N_CHAT_HEARTBEAT_TIMEOUT of the chat deployment
+    assert deploy.execution(execution_id)["status"] == "waiting"  # the conversation waits on
 
 
 def test_a_frame_that_is_not_a_reply_gets_an_error_frame_and_the_wait_goes_on(chat_deployment):
@@ -154,9 +175,8 @@ def test_a_reply_to_a_finished_execution_gets_a_clear_error_frame(chat_deploymen
         )
 
 
-def test_a_wait_past_limit_wait_time_ends_the_execution_and_the_socket_with_a_message(
-    chat_deployment,
-):
+def test_a_wait_past_limit_wait_time_goes_on_without_a_reply_as_in_n8n(chat_deployment):
+    """n8n resumes an expired wait with no reply: the Chat node passes its input on."""
     deploy = chat_deployment
     limit = {
         "values": {"limitType": "afterTimeInterval", "resumeAmount": 0.02, "resumeUnit": "minutes"}
@@ -166,12 +186,13 @@ def test_a_wait_past_limit_wait_time_ends_the_execution_and_the_socket_with_a_me
     execution_id = start(deploy.base, workflow, session)
     with open_chat(deploy.base, session, execution_id) as ws:
         assert next_frame(ws) == FIRST
-        assert error_message(next_frame(ws)) == EXPIRED
+        assert next_frame(ws) == CONTINUE  # the wait ended without a reply
+        assert next_frame(ws) == "Nice to meet you, hello!"  # Greet got Ask name's input
+        assert next_frame(ws) == CONTINUE
         with pytest.raises(ConnectionClosed):
             next_frame(ws)
     record = deploy.execution(execution_id)
-    assert record["status"] == "error"
-    assert record["error"] == EXPIRED
+    assert record["status"] == "success"
     line = deploy.keys.session_queue(workflow["id"], session)
     assert deploy.redis.lrange(line, 0, -1) == []  # the session's turn passed on
 

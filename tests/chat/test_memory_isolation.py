@@ -28,7 +28,8 @@ REFUSED = (
     'The session key "webhooks" cannot be used: its memory key "webhooks" would be one of '
     "mini-n8n's own keys (an empty MINI_N8N_MEMORY_KEY_PREFIX makes session keys Redis key names)"
 )
-# What n8n's Redis Chat Memory (LangChain's toDict, JSON.stringify) stores for a turn.
+# What n8n's Redis Chat Memory (LangChain's toDict, JSON.stringify) stores for a turn, in the
+# field order n8n 2.41.1 wrote (redis-cli LRANGE on its memory).
 N8N_HUMAN = json.dumps(
     {
         "type": "human",
@@ -41,10 +42,10 @@ N8N_AI = json.dumps(
         "type": "ai",
         "data": {
             "content": "Nice to meet you, Ada!",
-            "additional_kwargs": {},
-            "response_metadata": {},
             "tool_calls": [],
             "invalid_tool_calls": [],
+            "additional_kwargs": {},
+            "response_metadata": {},
         },
     },
     separators=(",", ":"),

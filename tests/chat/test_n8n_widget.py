@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -22,10 +23,11 @@ import pytest
 
 from tests.chat.conversation import FIRST, ask_name_workflow
 from tests.chat.support import ANSWER_84, chat_workflow
-from tests.e2e.deployment import chat_url
+from tests.e2e.deployment import chat_url, fresh_ids
 from tests.waiting import wait_until
 from tests.workflows import node
 
+EXPORT_13 = Path(__file__).resolve().parents[2] / "examples" / "n8n-exports" / "chat-nodes-1-3.json"
 WIDGET = os.environ.get("MINI_N8N_N8N_CHAT_PACKAGE", "@n8n/chat@1.37.0")
 HOST_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><link rel="icon" href="data:,">
@@ -159,3 +161,60 @@ def test_the_n8n_chat_widget_holds_a_conversation_with_chat_nodes_over_the_webso
         10,
         "the conversation's execution to succeed",
     )
+
+
+def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
+    chat_deployment, widget_site, page
+):
+    """The n8n 2.41.1 export with 1.3 Chat nodes: a message, a question answered over the
+    socket, then buttons the widget renders from the with-buttons frame; clicking one GETs its
+    link, the execution goes on, and its next message comes over the same socket."""
+    workflow = fresh_ids(json.loads(EXPORT_13.read_text())[0])
+    workflow["nodes"][0]["parameters"]["options"]["allowedOrigins"] = widget_site
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("hello")
+    box.press("Enter")
+    page.locator(".chat-message-from-bot", has_text="What is your name?").wait_for()
+    box.fill("Ada")
+    box.press("Enter")
+    question = page.locator(".chat-message-from-bot", has_text="Shall I remember Ada?")
+    question.wait_for()
+    buttons = question.locator("button")
+    assert [t.strip() for t in buttons.all_inner_texts()] == ["Yes", "No"]
+    buttons.first.click()
+    page.locator(".chat-message-from-bot", has_text="Remembered Ada.").wait_for()
+    bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
+    assert bots[0] == "Hello from the widget"
+    assert bots[1:3] == ["Welcome! This one does not wait.", "What is your name?"]
+    assert bots[3].startswith("Shall I remember Ada?")
+    assert bots[4] == "Remembered Ada."
+    assert [t.strip() for t in question.locator("button").all_inner_texts()] == ["Yes"]
+    runs = chat_deployment.redis.zrange(
+        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
+    )
+    assert len(runs) == 1
+    wait_until(
+        lambda: chat_deployment.execution(runs[0])["status"] == "success",
+        10,
+        "the conversation's execution to succeed",
+    )
+
+
+def test_the_n8n_chat_widget_shows_the_same_answer_with_tool_step_lines_in_the_stream(
+    chat_deployment, widget_site, page
+):
+    """Our streamToolCalls lines are chunk types @n8n/chat does not know: it skips them."""
+    workflow = chat_workflow({"responseMode": "streaming", "allowedOrigins": widget_site})
+    node(workflow, "AI Agent")["parameters"]["options"]["streamToolCalls"] = True
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=true")
+    page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("What is 40 + 44?")
+    box.press("Enter")
+    page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+    bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
+    assert bots == ["Hello from the widget", ANSWER_84]

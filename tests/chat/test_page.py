@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
+from pathlib import Path
 
 import pytest
 
@@ -16,10 +18,11 @@ from tests.chat.support import (
     chat_workflow,
     trigger_output,
 )
-from tests.e2e.deployment import Deployment, chat_url
+from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.waiting import wait_until
 from tests.workflows import node
 
+EXPORT_13 = Path(__file__).resolve().parents[2] / "examples" / "n8n-exports" / "chat-nodes-1-3.json"
 ITEMS = "#chat-messages > li"
 INITIAL = ["Hi there! 👋", "Ask me some arithmetic, or tell me your name."]
 
@@ -270,3 +273,31 @@ def test_the_page_holds_a_chat_node_conversation_over_the_websocket(chat_deploym
         "the conversation's execution to succeed",
     )
     assert record["runData"]["Ask name"][0]["data"]["main"][0][0]["json"]["chatInput"] == "Ada"
+
+
+def test_the_page_shows_an_approval_s_buttons_and_a_click_answers_it(chat_deployment, page):
+    """The n8n 2.41.1 export with 1.3 Chat nodes on our hosted page: the buttons of a
+    with-buttons message, a click that resumes the execution, the clicked one kept."""
+    workflow = chat_deployment.activate(fresh_ids(json.loads(EXPORT_13.read_text())[0]))
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    type_message(page, "hello")
+    page.locator(ITEMS, has_text="What is your name?").wait_for()
+    type_message(page, "Ada")
+    question = page.locator(ITEMS, has_text="Shall I remember Ada?")
+    question.wait_for()
+    assert question.locator("button").all_inner_texts() == ["Yes", "No"]
+    question.locator("button", has_text="No").click()
+    page.locator(ITEMS, has_text="Forgot Ada.").wait_for()
+    assert question.locator("button").all_inner_texts() == ["No"]
+    assert question.locator("button").is_disabled()
+    page.wait_for_function(
+        "() => !document.querySelector('#chat-messages > li[data-state=pending]')"
+    )  # the socket closed with the execution: no bubble waits for more
+    assert [text for _, text in bubbles(page)[1:]] == [
+        "hello",
+        "Welcome! This one does not wait.",
+        "What is your name?",
+        "Ada",
+        "Shall I remember Ada?No",  # the question, then the button kept
+        "Forgot Ada.",
+    ]

@@ -126,6 +126,17 @@ class MemoryConformance:
         assert got[2].tool_calls == [call]
         assert (got[3].tool_call_id, got[3].name) == ("c1", "calculator")
 
+    def test_a_window_counts_two_messages_a_turn_whatever_their_type(self, memory: ChatMemory):
+        """n8n's BufferWindowMemory slices the last k*2 messages: a turn with a tool call (four
+        messages) fills two "turns" of the window; the Agent then drops orphans
+        (memory/history.py)."""
+        call = ToolCall(name="calculator", args={"input": "2 + 2"}, id="c1")
+        tool_turn = [human("2 + 2?"), ai("", tool_calls=[call]), tool("4", "c1", "calculator")]
+        memory.add_turn("s1", [*turn(1), *tool_turn, ai("4")])
+
+        assert memory.load("s1", 1) == [tool("4", "c1", "calculator"), ai("4")]
+        assert memory.load("s1", 2) == [*tool_turn, ai("4")]
+
     def test_content_with_quotes_newlines_and_emoji_round_trips(self, memory: ChatMemory):
         exchange = [human('say "hi"\nand \\ then 👋'), ai("<b>hé</b> {{ $json }} \u0000 end")]
         memory.add_turn("s1", exchange)

@@ -17,9 +17,9 @@ N8N_HUMAN = (
     '{"type":"human","data":{"content":"my name is Ada",'
     '"additional_kwargs":{},"response_metadata":{}}}'
 )
-N8N_AI = (
-    '{"type":"ai","data":{"content":"Nice to meet you, Ada!","additional_kwargs":{},'
-    '"response_metadata":{},"tool_calls":[],"invalid_tool_calls":[]}}'
+N8N_AI = (  # as n8n 2.41.1 stored it (redis-cli LRANGE on its Redis Chat Memory)
+    '{"type":"ai","data":{"content":"Nice to meet you, Ada!","tool_calls":[],'
+    '"invalid_tool_calls":[],"additional_kwargs":{},"response_metadata":{}}}'
 )
 
 # With an empty memory prefix a session key is a key name; these name ours (or the broker's).

@@ -11,9 +11,9 @@ from memory.messages import ToolCall, ai, human, tool
 from memory.redis import RedisMemory
 
 N8N_HUMAN = '{"type":"human","data":{"content":"Hi","additional_kwargs":{},"response_metadata":{}}}'
-N8N_AI = (
-    '{"type":"ai","data":{"content":"hi","additional_kwargs":{},"response_metadata":{},'
-    '"tool_calls":[],"invalid_tool_calls":[]}}'
+N8N_AI = (  # as n8n 2.41.1 stored it (redis-cli LRANGE on its Redis Chat Memory)
+    '{"type":"ai","data":{"content":"hi","tool_calls":[],"invalid_tool_calls":[],'
+    '"additional_kwargs":{},"response_metadata":{}}}'
 )
 
 

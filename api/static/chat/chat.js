@@ -3,7 +3,10 @@
 // and reads either NDJSON chunks (streaming) or a JSON object with `output`. In responseNodes
 // mode the POST answers {executionStarted, executionId}: the page then opens the chat WebSocket
 // (/chat?sessionId&executionId&isPublic=true) and shows each Chat-node message; while a node
-// waits, the next message is its reply, sent over that socket.
+// waits, the next message is its reply, sent over that socket. An approval comes as
+// {"type":"with-buttons", text, buttons, blockUserInput}: its buttons GET their link, as the
+// widget's do. Tool-step lines (tool-call-start / tool-call-end, an option of the AI Agent) show
+// as one compact line per tool call above the answer.
 // Every string from the workflow or the conversation is put into the page as text, never as HTML.
 (() => {
   'use strict';
@@ -20,6 +23,7 @@
   const storageKey = `mini-n8n-chat/${config.workflowId}/sessionId`;
   let sessionId = storedSession() || remember(newSessionId());
   let chat = null; // the open chat WebSocket of a responseNodes conversation: {ws, waiting}
+  let inputBlocked = false;
 
   // --- session --------------------------------------------------------------------------------
   function newSessionId() {
@@ -164,11 +168,59 @@
       } else if (chunk.type === 'error') {
         showError(li, chunk.content);
         shown = true;
+      } else if (chunk.type === 'tool-call-start' || chunk.type === 'tool-call-end') {
+        showToolStep(li, chunk.type, chunk.metadata || {});
       }
       // begin, end, keepalive and anything else: nothing to show
     });
     if (!shown) showError(li, 'No response received');
     if (li.dataset.state !== 'error') li.dataset.state = 'done';
+  }
+
+  // One compact line per tool call, above the answer: "Calculator · 19 * 23 → 437" (an ellipsis
+  // while it runs). The lines are the AI Agent's streamToolCalls option; ids pair start and end.
+  function showToolStep(li, kind, meta) {
+    let steps = li.querySelector('.tool-steps');
+    if (!steps) {
+      steps = document.createElement('div');
+      steps.className = 'tool-steps';
+      li.prepend(steps);
+    }
+    const id = String(meta.toolCallId ?? '');
+    let line = Array.from(steps.children).find((el) => el.dataset.toolCallId === id && !el.dataset.done);
+    if (!line) {
+      line = document.createElement('div');
+      line.className = 'tool-step';
+      line.dataset.toolCallId = id;
+      steps.append(line);
+    }
+    const name = String(meta.toolNode || meta.toolName || 'tool');
+    if (kind === 'tool-call-start') line.dataset.input = toolInputText(meta.toolInput);
+    const head = `${name} · ${line.dataset.input ?? ''}`;
+    if (kind === 'tool-call-start') {
+      line.textContent = `${head} …`;
+      return;
+    }
+    line.dataset.done = 'true';
+    if (meta.toolError != null) {
+      line.dataset.error = 'true';
+      line.textContent = `${head} → error: ${meta.toolError}`;
+    } else {
+      line.textContent = `${head} → ${meta.toolOutput ?? ''}`;
+    }
+  }
+
+  // A tool's input as a person reads it: the text of {"input": ...}, else the JSON.
+  function toolInputText(raw) {
+    try {
+      const args = typeof raw === 'string' ? JSON.parse(raw) : raw;
+      if (args && typeof args === 'object' && Object.keys(args).length === 1 && 'input' in args) {
+        return typeof args.input === 'string' ? args.input : JSON.stringify(args.input);
+      }
+      return JSON.stringify(args);
+    } catch {
+      return String(raw ?? '');
+    }
   }
 
   // --- Chat nodes (responseNodes): one execution, several messages ----------------------------
@@ -183,6 +235,7 @@
     ws.onmessage = (event) => onFrame(open, String(event.data));
     ws.onclose = () => {
       if (chat === open) chat = null;
+      blockInput(false);
       if (open.pending && open.pending.dataset.state === 'pending') open.pending.remove();
       open.pending = null;
       settle(open);
@@ -217,12 +270,69 @@
     if (error !== null) {
       showError(target, error);
     } else {
-      target.querySelector('.text').textContent = frame;
+      const buttons = withButtons(frame);
+      target.querySelector('.text').textContent = buttons ? buttons.text : frame;
+      if (buttons) showButtons(target, buttons);
       target.dataset.state = 'done';
       open.waiting = true; // until n8n|continue says this node does not wait
+      blockInput(Boolean(buttons && buttons.blockUserInput));
     }
     target.scrollIntoView({ block: 'end' });
     settle(open);
+  }
+
+  function withButtons(frame) {
+    try {
+      const body = JSON.parse(frame);
+      if (body && body.type === 'with-buttons' && Array.isArray(body.buttons)) return body;
+    } catch {
+      // plain text
+    }
+    return null;
+  }
+
+  // Like the widget: only links on this page's origin are shown; a click GETs the link and,
+  // once it answered, the clicked button stays (disabled) and the others go.
+  function showButtons(li, message) {
+    const row = document.createElement('div');
+    row.className = 'buttons';
+    for (const button of message.buttons) {
+      let link;
+      try {
+        link = new URL(String(button.link), window.location.href);
+      } catch {
+        continue;
+      }
+      if (link.origin !== window.location.origin) continue;
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = button.type === 'secondary' ? 'secondary' : 'primary';
+      b.textContent = String(button.text ?? '');
+      b.addEventListener('click', async () => {
+        if (row.dataset.clicked) return;
+        row.dataset.clicked = 'pending';
+        try {
+          const response = await fetch(link.href);
+          if (!response.ok) throw new Error(await errorText(response));
+          row.dataset.clicked = 'true';
+          b.disabled = true;
+          for (const other of row.querySelectorAll('button')) if (other !== b) other.remove();
+          blockInput(false);
+        } catch (err) {
+          delete row.dataset.clicked;
+          showError(li, err.message);
+        }
+      });
+      row.append(b);
+    }
+    li.append(row);
+  }
+
+  // An approval with blockUserInput takes no typed answer until a button is clicked.
+  function blockInput(blocked) {
+    inputBlocked = blocked;
+    input.disabled = blocked;
+    send.disabled = blocked || list.getAttribute('aria-busy') === 'true';
   }
 
   function replyOverSocket(open, message) {
@@ -280,8 +390,8 @@
     try {
       await work();
     } finally {
-      send.disabled = false;
       list.setAttribute('aria-busy', 'false');
+      send.disabled = inputBlocked;
     }
   }
 
@@ -295,7 +405,7 @@
     event.preventDefault();
     const message = input.value.trim();
     const attached = Array.from(files.files);
-    if ((!message && !attached.length) || send.disabled) return;
+    if ((!message && !attached.length) || send.disabled || inputBlocked) return;
     input.value = '';
     files.value = '';
     showChosen();

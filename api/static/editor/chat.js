@@ -4,6 +4,9 @@
 // A workflow with Chat nodes (responseNodes) talks several times in one run: each chatMessage
 // push event is a bubble, and while a node waits (`wait`) the next message sent is its reply
 // (the server delivers it to the waiting run of this session: same execution id, `resumed`).
+// An approval ({"type":"with-buttons"}) shows its buttons; a click GETs the button's link, which
+// resumes the run. Tool-step chunks (tool-call-start / tool-call-end, an option of the AI Agent)
+// show as one compact line per tool call ("Calculator · 19 * 23 → 437") above the answer.
 
 import { el, randomId } from "./util.js";
 
@@ -129,12 +132,19 @@ export class ChatPanel {
   }
 
   onChatMessage(conversation, data) {
+    if (conversation.bubble.li.dataset.waiting) {
+      // The wait ended without a typed reply (its time limit passed): the question stays.
+      if (this.conversation === conversation) this.conversation = null;
+      conversation.bubble = this.botBubble();
+    }
     const bubble = conversation.bubble;
     conversation.messages += 1;
-    bubble.received = String(data.text ?? "");
+    const buttons = withButtons(data.text);
+    bubble.received = buttons ? String(buttons.text ?? "") : String(data.text ?? "");
     bubble.text.textContent = bubble.received;
     bubble.li.dataset.state = "done";
     bubble.li.dataset.chatNode = data.node || "";
+    if (buttons) this.showButtons(conversation, bubble, buttons.buttons);
     if (data.wait) {
       bubble.li.dataset.waiting = "true"; // answer it: the next message is the reply
       this.conversation = conversation;
@@ -142,6 +152,36 @@ export class ChatPanel {
       conversation.bubble = this.botBubble(); // the run goes on: more may come
     }
     this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  // A click answers the waiting node: the run goes on, its next message gets a new bubble.
+  showButtons(conversation, bubble, buttons) {
+    const row = el("div", { class: "buttons" });
+    for (const button of buttons) {
+      const b = el("button", {
+        type: "button",
+        class: button.type === "secondary" ? "secondary" : "primary",
+        text: String(button.text ?? ""),
+        onclick: async () => {
+          if (row.dataset.clicked) return;
+          row.dataset.clicked = "pending";
+          const response = await fetch(String(button.link)).catch((err) => ({ ok: false, err }));
+          if (!response.ok) {
+            delete row.dataset.clicked;
+            bubble.li.dataset.buttonError = response.err ? response.err.message : String(response.status);
+            return;
+          }
+          row.dataset.clicked = "true";
+          b.disabled = true;
+          for (const other of [...row.children]) if (other !== b) other.remove();
+          if (this.conversation === conversation) this.conversation = null;
+          delete bubble.li.dataset.waiting;
+          conversation.bubble = this.botBubble();
+        },
+      });
+      row.append(b);
+    }
+    bubble.li.append(row);
   }
 
   onChunk(bubble, chunk) {
@@ -154,6 +194,8 @@ export class ChatPanel {
       bubble.error = chunk.content || "The execution failed";
     } else if (chunk.type === "end") {
       bubble.ended = true;
+    } else if (chunk.type === "tool-call-start" || chunk.type === "tool-call-end") {
+      showToolStep(bubble.li, chunk.type, chunk.metadata || {});
     }
   }
 
@@ -190,6 +232,58 @@ export class ChatPanel {
     if (typeof value.text === "string") return value.text;
     return JSON.stringify(value);
   }
+}
+
+// One compact line per tool call, above the answer: "Calculator · 19 * 23 → 437" (an ellipsis
+// while it runs); start and end are paired by the call's id.
+function showToolStep(li, kind, meta) {
+  let steps = li.querySelector(".tool-steps");
+  if (!steps) {
+    steps = el("div", { class: "tool-steps" });
+    li.prepend(steps);
+  }
+  const id = String(meta.toolCallId ?? "");
+  let line = [...steps.children].find((x) => x.dataset.toolCallId === id && !x.dataset.done);
+  if (!line) {
+    line = el("div", { class: "tool-step", "data-tool-call-id": id });
+    steps.append(line);
+  }
+  if (kind === "tool-call-start") line.dataset.input = toolInputText(meta.toolInput);
+  const head = `${String(meta.toolNode || meta.toolName || "tool")} · ${line.dataset.input ?? ""}`;
+  if (kind === "tool-call-start") {
+    line.textContent = `${head} …`;
+    return;
+  }
+  line.dataset.done = "true";
+  if (meta.toolError != null) {
+    line.dataset.error = "true";
+    line.textContent = `${head} → error: ${meta.toolError}`;
+  } else {
+    line.textContent = `${head} → ${meta.toolOutput ?? ""}`;
+  }
+}
+
+// A tool's input as a person reads it: the text of {"input": ...}, else the JSON.
+function toolInputText(raw) {
+  try {
+    const args = typeof raw === "string" ? JSON.parse(raw) : raw;
+    if (args && typeof args === "object" && Object.keys(args).length === 1 && "input" in args) {
+      return typeof args.input === "string" ? args.input : JSON.stringify(args.input);
+    }
+    return JSON.stringify(args);
+  } catch {
+    return String(raw ?? "");
+  }
+}
+
+function withButtons(text) {
+  try {
+    const body = JSON.parse(String(text));
+    if (body && body.type === "with-buttons" && Array.isArray(body.buttons)) return body;
+  } catch {
+    // plain text
+  }
+  return null;
 }
 
 function withTimeout(promise, ms, message) {

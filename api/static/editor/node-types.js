@@ -61,16 +61,56 @@ export class NodeTypes {
 }
 
 // n8n's displayOptions: every `show` condition holds and no `hide` condition does, read from
-// the values of the property's siblings.
-export function displayed(prop, values) {
+// the values of the property's siblings; `/name` reads the node's root parameters (`root`),
+// `@version` the node's typeVersion, and a value may be a condition ({_cnd: {gte: 1.1}}).
+// Mirrors engine/description.py `displayed`.
+export function displayed(prop, values, version = null, root = null) {
   const conditions = prop.displayOptions || {};
+  const lookup = (name) => {
+    if (name === "@version") return version;
+    if (name.startsWith("/")) return (root || values)[name.slice(1)];
+    return values[name];
+  };
   for (const [name, allowed] of Object.entries(conditions.show || {})) {
-    if (!allowed.includes(values[name.replace(/^\//, "")])) return false;
+    if (!allowed.some((a) => matches(lookup(name), a))) return false;
   }
   for (const [name, denied] of Object.entries(conditions.hide || {})) {
-    if (denied.includes(values[name.replace(/^\//, "")])) return false;
+    if (denied.some((d) => matches(lookup(name), d))) return false;
   }
   return true;
+}
+
+const CONDITIONS = {
+  eq: (v, x) => v === x,
+  not: (v, x) => v !== x,
+  gte: (v, x) => v !== null && v !== undefined && v >= x,
+  gt: (v, x) => v !== null && v !== undefined && v > x,
+  lte: (v, x) => v !== null && v !== undefined && v <= x,
+  lt: (v, x) => v !== null && v !== undefined && v < x,
+};
+
+function matches(value, allowed) {
+  if (allowed && typeof allowed === "object" && "_cnd" in allowed) {
+    return Object.entries(allowed._cnd).every(([op, x]) => op in CONDITIONS && CONDITIONS[op](value, x));
+  }
+  return value === allowed;
+}
+
+// The values a form level shows: given or default, for the displayed properties only (a hidden
+// parameter counts as absent, as in n8n). Mirrors engine/description.py `shown_values`.
+export function shownValues(properties, given, version = null, root = null) {
+  let values = withDefaults(properties, given);
+  for (let round = 0; round < 2; round += 1) {
+    const levelRoot = root || values;
+    const next = {};
+    for (const prop of properties) {
+      if (displayed(prop, values, version, levelRoot)) {
+        next[prop.name] = prop.name in given ? given[prop.name] : engineDefault(prop);
+      }
+    }
+    values = next;
+  }
+  return values;
 }
 
 // What the engine reads when a parameter is absent (a collection: its options' defaults).

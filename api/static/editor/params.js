@@ -1,37 +1,43 @@
 // The parameter panel: a form generated from the node type's declared properties
-// (GET /rest/node-types), showing only what `displayOptions` allow. Values starting with "=" are
+// (GET /rest/node-types), showing only what `displayOptions` allow for the node's typeVersion
+// (a node whose form changed between versions shows its version's). Values starting with "=" are
 // expressions, shown with a preview evaluated by the engine against the node's last run data.
 // Every change leaves through onChange(parameters) (one undo step each); every string is
 // rendered as text.
 
-import { displayed, engineDefault, withDefaults } from "./node-types.js";
+import { displayed, engineDefault, shownValues } from "./node-types.js";
 import { el } from "./util.js";
 
 export function parameterForm({ node, type, credentials, onChange, onCredential, preview }) {
   const params = structuredClone(node.parameters || {});
   const commit = () => onChange(params);
   const form = el("div", { class: "params", "data-node": node.name });
-  const values = withDefaults(type.properties, params);
+  const version = node.typeVersion ?? type.version;
+  const root = shownValues(type.properties, params, version);
+  const scope = { version, root, preview };
   for (const slot of type.credentials || []) {
-    if (!displayed(slot, values)) continue;
+    if (!displayed(slot, root, version)) continue;
     form.append(credentialField(slot, node, credentials, onCredential));
   }
-  form.append(...fields(type.properties, params, commit, "", preview));
+  form.append(...fields(type.properties, params, commit, "", scope));
   if (!form.children.length) form.append(el("p", { class: "hint", text: "This node has no parameters." }));
   return form;
 }
 
-function fields(properties, target, commit, prefix, preview) {
-  const values = withDefaults(properties, target);
+function fields(properties, target, commit, prefix, scope) {
+  const values = shownValues(properties, target, scope.version, prefix ? scope.root : null);
   const out = [];
+  const seen = new Set(); // n8n declares a parameter once per case it shows in
   for (const prop of properties) {
-    if (!displayed(prop, values)) continue;
-    out.push(field(prop, target, commit, `${prefix}${prop.name}`, preview));
+    if (seen.has(prop.name) || !displayed(prop, values, scope.version, scope.root)) continue;
+    seen.add(prop.name);
+    out.push(field(prop, target, commit, `${prefix}${prop.name}`, scope));
   }
   return out;
 }
 
-function field(prop, target, commit, path, preview) {
+function field(prop, target, commit, path, scope) {
+  const preview = scope.preview;
   const value = prop.name in target ? target[prop.name] : engineDefault(prop);
   const set = (v) => {
     target[prop.name] = v;
@@ -53,9 +59,9 @@ function field(prop, target, commit, path, preview) {
       }),
     );
   }
-  if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, preview));
+  if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, scope));
   else if (prop.type === "fixedCollection") {
-    wrap.append(fixedCollection(prop, target, commit, path, preview));
+    wrap.append(fixedCollection(prop, target, commit, path, scope));
   }
   else wrap.append(...control(prop, value, set, preview));
   if (prop.description) wrap.append(el("small", { class: "muted", text: prop.description }));
@@ -166,14 +172,21 @@ function expression(prop, value, raw, set, preview) {
   return [el("span", { class: "expr-badge", text: "Expression" }), input, shown];
 }
 
-// A collection: the options the user added, each removable, and a picker for the others.
-function collection(prop, target, commit, path, preview) {
+// A collection: the options the user added, each removable, and a picker for the others that
+// the node's version and parameters show (one entry per name).
+function collection(prop, target, commit, path, scope) {
   const current = target[prop.name] && typeof target[prop.name] === "object" ? target[prop.name] : {};
   target[prop.name] = current;
   const box = el("div", { class: "collection" });
-  const present = prop.options.filter((o) => o.name in current);
+  const values = { ...engineDefault(prop), ...current };
+  const shown = [];
+  for (const option of prop.options) {
+    const dup = shown.some((o) => o.name === option.name);
+    if (!dup && displayed(option, values, scope.version, scope.root)) shown.push(option);
+  }
+  const present = shown.filter((o) => o.name in current);
   for (const child of present) {
-    const row = field(child, current, commit, `${path}.${child.name}`, preview);
+    const row = field(child, current, commit, `${path}.${child.name}`, scope);
     row.prepend(
       el("button", {
         type: "button",
@@ -188,7 +201,7 @@ function collection(prop, target, commit, path, preview) {
     );
     box.append(row);
   }
-  const missing = prop.options.filter((o) => !(o.name in current));
+  const missing = shown.filter((o) => !(o.name in current));
   if (missing.length) {
     const picker = el(
       "select",
@@ -208,7 +221,7 @@ function collection(prop, target, commit, path, preview) {
 }
 
 // A fixedCollection: named groups of rows (multipleValues) or one object each.
-function fixedCollection(prop, target, commit, path, preview) {
+function fixedCollection(prop, target, commit, path, scope) {
   const current = target[prop.name] && typeof target[prop.name] === "object" ? target[prop.name] : {};
   target[prop.name] = current;
   const multiple = Boolean(prop.typeOptions?.multipleValues);
@@ -217,7 +230,7 @@ function fixedCollection(prop, target, commit, path, preview) {
     const rows = multiple ? current[group.name] || [] : current[group.name] ? [current[group.name]] : [];
     rows.forEach((row, i) => {
       const rowBox = el("div", { class: "fc-row", "data-group": group.name });
-      rowBox.append(...fields(group.values, row, commit, `${path}.${group.name}[${i}].`, preview));
+      rowBox.append(...fields(group.values, row, commit, `${path}.${group.name}[${i}].`, scope));
       rowBox.append(
         el("button", {
           type: "button",

@@ -1,0 +1,140 @@
+"""The links of a Chat node's approval buttons: `GET /webhook-waiting/<executionId>/<nodeId>
+?approved=true|false&signature=…`, n8n's send-and-wait webhook. `@n8n/chat` renders a frame
+`{"type": "with-buttons", …}` as buttons and, on a click, GETs the button's `link`; that resumes
+the waiting execution with `{"data": {"approved", "respondedAt"}}`, the node's output as in n8n.
+
+- The engine writes each link as a path with a random signature and keeps signature -> query in
+  the execution's waiting state (ExecuteContext.resume_url). A click counts only when that
+  execution waits at that node and the signature was issued with exactly that query: knowing an
+  execution id is not enough, and an "approve" link cannot be turned into a "decline" one.
+- The chat socket writes the links absolute, on the origin the client reached it by
+  (`absolute_links`): the widget shows only buttons whose link is on its page's or its webhook's
+  origin, and fetches them from there.
+- Answers as n8n's: 200 with a "Got it, thanks" page; 200 "No action required" once the
+  execution finished; 401 for a link that was not issued; 404 for an unknown execution; 409 when
+  the execution is not waiting (running, failed, stopped). Unlike n8n, no User-Agent is turned
+  away as a bot: these links are only ever shown inside a chat, never in a mail or a message
+  that a link preview would open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urljoin
+
+from flask import Blueprint, Response, request
+
+from api.cors import cors_headers
+from api.errors import ApiError
+from api.launcher import LaunchError
+from api.runtime import runtime
+from core.execution_record import ExecutionRecord, Status
+from core.executions import Reply
+from core.jsontext import dumps
+from core.waiting import WaitingStore
+from core.workflow_store import WorkflowNotFound
+from engine.nodes.chat import WITH_BUTTONS
+from engine.nodes.chat_trigger import ChatTrigger, chat_settings
+
+bp = Blueprint("waiting_webhook", __name__)
+
+PATH = "/webhook-waiting/"
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:system-ui,sans-serif;background:#fbfcfe;margin:0}}
+.card{{margin:24px auto;max-width:28rem;padding:24px;background:#fff;border:1px solid #dbdfe7;
+border-radius:8px;text-align:center}}h1{{font-size:20px;font-weight:400;color:#525356}}
+p{{color:#7e8186}}</style></head>
+<body><div class="card"><h1>{title}</h1><p>{text}</p></div></body></html>
+"""
+RECORDED = _PAGE.format(title="Got it, thanks", text="This page can be closed now")
+NO_ACTION = _PAGE.format(title="No action required", text="This request has already been answered")
+
+
+@bp.route(f"{PATH}<execution_id>/<node_id>", methods=["GET"])
+def waiting_webhook(execution_id: str, node_id: str) -> Response:
+    if request.method == "HEAD":  # a link checker's look at the page: it answers nothing
+        return _page("", 200, {})
+    rt = runtime()
+    record = rt.executions.get(execution_id) if len(execution_id) <= 64 else None
+    if record is None:
+        raise ApiError(404, f'The execution "{execution_id}" does not exist.')
+    headers = _cors(rt, record)
+    if record.status == Status.SUCCESS:
+        return _page(NO_ACTION, 200, headers)
+    if record.finished:
+        raise ApiError(409, f'The execution "{execution_id}" has finished with error.', headers)
+    saved = WaitingStore(rt.executions).resume_state(execution_id)
+    state = (saved or {}).get("engine") or {}
+    if saved is None or record.status != Status.WAITING or state.get("nodeId") != node_id:
+        raise ApiError(409, f'The execution "{execution_id}" is not waiting here.', headers)
+    if not issued(state, request.args.to_dict()):
+        raise ApiError(401, "This link is not valid (its signature does not match).", headers)
+    reply = {"json": {"data": {"approved": request.args.get("approved") == "true",
+                               "respondedAt": _now_iso()}}}  # fmt: skip
+    outcome, queued = rt.executions.reply(record, reply, queue=False)
+    if outcome != Reply.RESUMED or queued is None:  # another click or reply won
+        return _page(NO_ACTION, 200, headers)
+    try:
+        rt.launcher.resume(queued, saved, reply)
+    except LaunchError as err:
+        raise ApiError(503, str(err), headers) from None
+    return _page(RECORDED, 200, headers)
+
+
+def issued(state: dict[str, Any], query: dict[str, str]) -> bool:
+    """Whether `query` (with its signature) is one the waiting node handed out."""
+    signature = query.pop("signature", "")
+    for known, issued_query in (state.get("resumeLinks") or {}).items():
+        if hmac.compare_digest(known, signature):
+            return bool(issued_query == query)
+    return False
+
+
+def absolute_links(frame: str, base_url: str) -> str:
+    """A Chat node's message with buttons, its links made absolute on `base_url` (the origin
+    the chat client reached us by); any other frame as it is."""
+    if not frame.startswith('{"type":"' + WITH_BUTTONS):
+        return frame
+    try:
+        message = json.loads(frame)
+        for button in message["buttons"]:
+            button["link"] = urljoin(base_url, button["link"])
+    except (ValueError, KeyError, TypeError):
+        return frame
+    return dumps(message)
+
+
+def _cors(rt, record: ExecutionRecord) -> dict[str, str]:
+    """A click from an embedded widget is a cross-origin GET: it may read the answer when the
+    chat's allowedOrigins let its page in (as for the chat's own requests)."""
+    if request.headers.get("Origin") is None:
+        return {}
+    try:
+        _, workflow = rt.workflows.load(record.workflow_id)
+    except WorkflowNotFound:
+        return {}
+    allowed = [
+        origin
+        for node in workflow.nodes.values()
+        if node.type == ChatTrigger.type
+        for origin in chat_settings(node).allowed_origins
+    ]
+    return cors_headers(allowed, request)
+
+
+def _page(html: str, status: int, headers: dict[str, str]) -> Response:
+    response = Response(html, status=status, mimetype="text/html")
+    response.headers.update(headers)
+    response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    return response
+
+
+def _now_iso() -> str:
+    """n8n's `new Date().toISOString()`: UTC with milliseconds and a Z."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
