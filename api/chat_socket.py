@@ -41,7 +41,7 @@ from api.cors import origin_allowed
 from api.relay import RelayError, Stream
 from api.runtime import runtime
 from api.waiting_webhook import absolute_links
-from core.events import Kind
+from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import dumps
 from core.results import FinalResult
@@ -59,6 +59,8 @@ ALREADY_OPEN = "This conversation was opened in another window."
 HANDOVER_SECONDS = 5.0
 # How long a socket waits to hear where its conversation goes on (core/events.py `next`).
 FOLLOW_SECONDS = 10.0
+# Once the record says the execution ended, how long its final event may take to arrive.
+DELIVERY_SECONDS = 1.0
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
 CLOSE_NORMAL = 1000
@@ -215,23 +217,34 @@ class ChatConnection:
                 # As the relay does for streams: a lost worker or a reply no worker took in
                 # time ends the execution (crashed) and, so, this socket.
                 record = self.rt.liveness.check(self.execution_id)
-                if record is None or record.finished:
+                if record is not None and not record.finished:
+                    continue
+                # It ended: its final event went out with its record (core/executions.py) and
+                # is on its way here, unless the relay lost it.
+                event = self._current().get(timeout=DELIVERY_SECONDS)
+                if event is None:
                     self._write_pending()
                     self._end(record)
                     return
-            elif event.kind == Kind.MESSAGE:
-                self._message(event.body)
-            elif event.kind == Kind.DONE:
-                self._write_pending()
-                result = FinalResult.from_json(event.body)
-                if result.continues and self._follow():
-                    continue
-                self._end(self._record(), result)
+            if not self._on(event):
                 return
-            elif event.kind == Kind.BROKEN:
-                if not self.closed.is_set():
-                    self.send(error_frame(f"The chat was interrupted: {event.reason}"))
-                return
+
+    def _on(self, event: Event) -> bool:
+        """Relay one event; False once the socket is done."""
+        if event.kind == Kind.MESSAGE:
+            self._message(event.body)
+        elif event.kind == Kind.DONE:
+            self._write_pending()
+            result = FinalResult.from_json(event.body)
+            if result.continues and self._follow():
+                return True
+            self._end(self._record(), result)
+            return False
+        elif event.kind == Kind.BROKEN:
+            if not self.closed.is_set():
+                self.send(error_frame(f"The chat was interrupted: {event.reason}"))
+            return False
+        return True
 
     def _current(self) -> Stream:
         assert self._stream is not None, "the socket relays once subscribed"

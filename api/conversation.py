@@ -20,6 +20,7 @@ from typing import Any
 from flask import Response, jsonify
 
 from api.launcher import LaunchError
+from core.answers import finished_text
 from core.execution_record import ExecutionRecord
 from core.executions import Reply
 from core.waiting import WaitingStore
@@ -108,5 +109,5 @@ def deliver(rt, record: ExecutionRecord, session_id: str, body: dict[str, Any]) 
 
 def not_waiting(record: ExecutionRecord) -> str:
     if record.finished:
-        return f"This execution has already finished ({record.status}); it takes no more replies."
+        return finished_text(record.status)
     return "This execution is not waiting for a reply right now."

@@ -95,12 +95,17 @@ return 1
 )
 
 # The end of an execution: finish, cancel, a failed start, or a reap.
-# KEYS: record, lease, queued, suspect, resume, replies, channel, taken,
-#       [running index, queued index, waiting index, session line]
+# KEYS: record, lease, queued, suspect, resume, replies, channel, taken, next,
+#       [running index, queued index, waiting index, session line,
+#        successor's record, queued, replies; the workflow's index]
 # ARGV: 1 expected rev, 2 allowed statuses (comma separated), 3 final record, 4 ttl s,
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
-#       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms
-# Returns {outcome, leftover replies...}: ok, already, refused, alive, suspect.
+#       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
+#       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
+#       17 queue deadline ms
+# Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
+# suspect; successor its id when this step started it with the leftovers (then the first
+# leftover is the message it starts with, the others are its replies already).
 _END = (
     _HEADER
     + liveness.LUA_JUDGE
@@ -109,55 +114,77 @@ _END = (
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
 local mine = ARGV[7] ~= '' and claim == ARGV[7]
-if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then return {'already'} end
+if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then
+  local next = redis.call('GET', KEYS[9])
+  if next then return {'already', ARGV[14], next} end
+  return {'already', ''}
+end
 if ARGV[8] == '1' then
-  if rev ~= tonumber(ARGV[1]) then return {'refused'} end
+  if rev ~= tonumber(ARGV[1]) then return {'refused', ''} end
   local verdict = judge(status, redis.call('EXISTS', KEYS[2]) == 1,
                         redis.call('EXISTS', KEYS[3]) == 1)
   if verdict == 'alive' then
     redis.call('DEL', KEYS[4])
-    return {'alive'}
+    return {'alive', ''}
   end
-  if verdict ~= 'lost' then return {'refused'} end
+  if verdict ~= 'lost' then return {'refused', ''} end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local since = redis.call('GET', KEYS[4])
   if not since then
     redis.call('SET', KEYS[4], now, 'PX', 60000)
-    return {'suspect'}
+    return {'suspect', ''}
   end
-  if now - tonumber(since) < tonumber(ARGV[12]) then return {'suspect'} end
+  if now - tonumber(since) < tonumber(ARGV[12]) then return {'suspect', ''} end
 else
   local allowed = false
   if rev == tonumber(ARGV[1]) then
     for s in string.gmatch(ARGV[2], '[^,]+') do if s == status then allowed = true end end
   end
   -- A worker that did finish replaces what a reaper concluded while it could not renew.
-  if not allowed and not (mine and status == 'crashed') then return {'refused'} end
+  if not allowed and not (mine and status == 'crashed') then return {'refused', ''} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8])
--- Replies it never took go to whoever finishes it (the session's next execution starts with
--- them); a reap leaves them for its worker, should that worker finish it after all.
+-- Replies it never took go to whoever finishes it: the session's next execution starts with
+-- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
 if ARGV[8] ~= '1' then
   leftovers = redis.call('LRANGE', KEYS[6], 0, -1)
   redis.call('DEL', KEYS[6])
+end
+-- On one Redis the next execution is put in its place in this same step, so that a message
+-- coming now finds it unfinished and is its reply, never a third execution.
+local successor = ''
+if #leftovers > 0 and ARGV[13] ~= '' and KEYS[14] then
+  successor = ARGV[14]
+  redis.call('SET', KEYS[14], ARGV[13], 'EX', ARGV[4])
+  redis.call('SET', KEYS[15], '1', 'PX', ARGV[15])
+  for i = 2, #leftovers do redis.call('RPUSH', KEYS[16], leftovers[i]) end
+  redis.call('EXPIRE', KEYS[16], ARGV[4])
+  redis.call('ZADD', KEYS[17], ARGV[16], successor)
+  redis.call('EXPIRE', KEYS[17], ARGV[4])
+  redis.call('ZADD', KEYS[11], ARGV[17], successor)
+  if KEYS[13] ~= '' then redis.call('LINSERT', KEYS[13], 'AFTER', ARGV[9], successor) end
+  redis.call('SET', KEYS[9], leftovers[1], 'EX', ARGV[4])
 end
 if ARGV[5] ~= '' then
   local event = ARGV[5]
   -- Replies it never took start the session's next execution: its chat socket will follow.
   if #leftovers > 0 then event = string.sub(event, 1, -3) .. ',"continues":true}}' end
   redis.call(ARGV[6], KEYS[7], event)
+  if successor ~= '' then
+    redis.call(ARGV[6], KEYS[7], '{"next":{"executionId":"' .. successor .. '"}}')
+  end
 end
-if KEYS[9] then
-  redis.call('ZREM', KEYS[9], ARGV[9])
+if KEYS[10] then
   redis.call('ZREM', KEYS[10], ARGV[9])
   redis.call('ZREM', KEYS[11], ARGV[9])
-  leave_line(KEYS[12], ARGV[9], ARGV[10], ARGV[11])
+  redis.call('ZREM', KEYS[12], ARGV[9])
+  leave_line(KEYS[13], ARGV[9], ARGV[10], ARGV[11])
 end
-local reply = {'ok'}
-for i, r in ipairs(leftovers) do reply[i + 1] = r end
+local reply = {'ok', successor}
+for i, r in ipairs(leftovers) do reply[i + 2] = r end
 return reply
 """
 )
@@ -241,6 +268,9 @@ class Ended:
 
     outcome: str
     leftovers: builtins.list[str] = field(default_factory=list)  # replies it never took
+    # The session's next execution, when the step itself started it with the leftovers (its
+    # first message is leftovers[0], the rest are its replies already): its task is to send.
+    successor: ExecutionRecord | None = None
 
     @property
     def written(self) -> bool:
@@ -435,11 +465,19 @@ class ExecutionStore:
         """End a waiting execution (its time limit passed), its stream told."""
         return self._end_step(waiting, final, {Status.WAITING}, result=result).written
 
-    def finish(self, running: ExecutionRecord, final: ExecutionRecord, event: str) -> Ended:
+    def finish(
+        self,
+        running: ExecutionRecord,
+        final: ExecutionRecord,
+        event: str,
+        successor: ExecutionRecord | None = None,
+    ) -> Ended:
         """Record the outcome and publish the final event (`event`, '' when the outbox delivers
         it itself) in one step. Replaces a `crashed` a reaper wrote while this worker could not
-        renew its lease: it was not lost, and this is what happened."""
-        return self._end_step(running, final, {Status.RUNNING}, event=event, claim=running.claim)
+        renew its lease: it was not lost, and this is what happened. `successor`: the session's
+        next execution, started in the same step if replies were left over (one Redis only)."""
+        return self._end_step(running, final, {Status.RUNNING}, event=event,
+                              claim=running.claim, successor=successor)  # fmt: skip
 
     # --- anyone ---------------------------------------------------------------------------
     def reap(self, execution_id: str) -> ExecutionRecord | None:
@@ -496,6 +534,7 @@ class ExecutionStore:
         event: str = "",
         claim: str = "",
         reap: bool = False,
+        successor: ExecutionRecord | None = None,
     ) -> Ended:
         """Write `final` over `current` (same revision, status in `allowed`), publish the
         final event (`event`, or a control event of `result`), drop what kept it alive, and hand
@@ -512,11 +551,22 @@ class ExecutionStore:
             self.keys.execution_replies(execution_id),
             self.keys.execution_events(execution_id),
             self.keys.execution_taken(execution_id),
+            self.keys.execution_next(execution_id),
         ]
         line = self.lines.key(current) or ""
-        if not self.cluster:
+        if self.cluster:
+            successor = None  # its keys are in other slots: started in steps of its own
+        else:
             keys += [self.keys.running(), self.keys.queued(), self.keys.waiting(), line]
+            if successor is not None:
+                keys += [
+                    self.keys.execution(successor.id),
+                    self.keys.execution_queued(successor.id),
+                    self.keys.execution_replies(successor.id),
+                    self.keys.workflow_executions(successor.workflow_id),
+                ]
         turn = self.keys.execution_turn("\0").split("\0")
+        now = now_ms()
         args = [
             current.rev,
             ",".join(sorted(allowed)),
@@ -530,8 +580,13 @@ class ExecutionStore:
             turn[0],
             turn[1],
             liveness.CONFIRM_MS,
+            "" if successor is None else successor.encode(),
+            "" if successor is None else successor.id,
+            self.queue_timeout_ms,
+            now,
+            now + self.queue_timeout_ms,
         ]
-        outcome, *leftovers = self._end(keys=keys, args=args)
+        outcome, started, *leftovers = self._end(keys=keys, args=args)
         if outcome == "ok" and self.cluster:
             pipe = self.client.pipeline(transaction=False)
             for index in (self.keys.running(), self.keys.queued(), self.keys.waiting()):
@@ -539,7 +594,7 @@ class ExecutionStore:
             pipe.execute()
             if line:
                 self.lines.leave(line, execution_id)
-        return Ended(outcome, leftovers)
+        return Ended(outcome, leftovers, successor if started else None)
 
 
 def _decoded(raw: str | bytes | None) -> ExecutionRecord | None:

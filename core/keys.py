@@ -21,6 +21,8 @@
 | execution:<id>:replies           | LIST    | chat messages that arrived while it was not waiting: its  |
 |                                  |         | next replies, in order (responseNodes)                    |
 | execution:<id>:taken             | STRING  | the reply a Chat node's wait last took, for a retry of it |
+| execution:<id>:next              | STRING  | the message its session's next execution started with,   |
+|                                  |         | when its end started that one (a retry of the end reads)  |
 | execution:<id>:stop              | STRING  | set when a stop was asked for; short TTL                  |
 | execution:<id>:resume            | STRING  | where a waiting execution resumes (engine state); TTL     |
 | execution:<id>:messages          | LIST    | Chat-node messages sent, in order, for the chat socket    |
@@ -210,6 +212,9 @@ class Keys:
 
     def execution_taken(self, execution_id: str) -> str:
         return self._execution(execution_id, ":taken")
+
+    def execution_next(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":next")
 
     def waiting(self) -> str:
         return f"{self.prefix}executions:waiting"

@@ -39,7 +39,7 @@ from urllib.parse import urlencode
 import httpx
 import simple_websocket
 
-from core.answers import output_text
+from core.answers import finished_text, output_text
 
 TIMEOUT = httpx.Timeout(10.0, read=None)  # an answer may take long; keepalives arrive anyway
 HEARTBEAT, HEARTBEAT_ACK, CONTINUE = "n8n|heartbeat", "n8n|heartbeat-ack", "n8n|continue"
@@ -155,39 +155,78 @@ class ChatClient:
 
     # --- responseNodes: the chat WebSocket ------------------------------------------------------
     def converse(self, execution_id: str, token: Any) -> None:
-        """Show the execution's Chat-node messages and send the replies, until it ends."""
+        """Show the conversation's Chat-node messages and send the replies, until it ends. At a
+        terminal a reply goes over the socket, as the widget sends it. Piped lines go by POST,
+        each the session's next message (the server keeps them in order: api/conversation.py),
+        so none is lost to a socket that closes as its execution ends; a line that started the
+        session's next conversation is read on a socket of its own once this one closes."""
+        later: deque[tuple[str, Any]] = deque()  # conversations a piped line started
+        turn, current = Turn(), execution_id
+        ws = self._open(current, token)
+        if ws is None:
+            return
+        if not self.interactive:  # piped lines read meanwhile: the session's next messages
+            while self.held:
+                self._post(turn, current, later, self.held.popleft())
+        try:
+            while True:
+                kind, data = self.events.get()
+                if kind == CLOSED:
+                    if not later:
+                        return
+                    (current, token), turn = later.popleft(), Turn(late=True)
+                    if (ws := self._open(current, token)) is None:
+                        return
+                elif kind == FRAME and data is not None:
+                    self.on_frame(ws, turn, data)
+                elif kind == LINE and data and data.strip():
+                    if not self.interactive:
+                        self._post(turn, current, later, data.strip())
+                    elif turn.waits or turn.asked:
+                        self.reply(ws, turn, data.strip())
+                    else:
+                        self.held.append(data.strip())  # typed mid-turn: the next message
+                elif kind == EOF:
+                    self.input_ended = True
+                if turn.waits and not self.held and self.input_ended and not later:
+                    print("the chat waits for a reply, and the input has ended", file=self.err)
+                    return
+        finally:
+            with contextlib.suppress(simple_websocket.ConnectionClosed):  # closed by the server
+                ws.close()
+
+    def _open(self, execution_id: str, token: Any):
         url = socket_url(self.url, self.session_id, execution_id, token)
         try:
             ws = simple_websocket.Client.connect(url, headers=_auth_headers(self.url))
         except (OSError, simple_websocket.ConnectionError) as error:
             print(f"error: cannot open the chat socket: {error}", file=self.err)
             self.failed = True
-            return
+            return None
         threading.Thread(target=self._read_socket, args=(ws,), daemon=True).start()
-        turn = Turn()
-        if not self.interactive:  # piped lines read meanwhile: the session's next messages
-            while self.held:
-                self.reply(ws, turn, self.held.popleft())
+        return ws
+
+    def _post(self, turn: Turn, current: str, later: deque, text: str) -> None:
+        """A piped line, by POST: the reply of the conversation on the socket (queued until its
+        next Chat node waits), or the start of the session's next one."""
+        body = {"action": "sendMessage", "sessionId": self.session_id, "chatInput": text}
         try:
-            while True:
-                kind, data = self.events.get()
-                if kind == CLOSED:
-                    return
-                if kind == FRAME and data is not None:
-                    self.on_frame(ws, turn, data)
-                elif kind == LINE and data and data.strip():
-                    if turn.waits or not self.interactive or turn.asked:
-                        self.reply(ws, turn, data.strip())
-                    else:
-                        self.held.append(data.strip())  # typed mid-turn: the next message
-                elif kind == EOF:
-                    self.input_ended = True
-                if turn.waits and not self.held and self.input_ended:
-                    print("the chat waits for a reply, and the input has ended", file=self.err)
-                    return
-        finally:
-            with contextlib.suppress(simple_websocket.ConnectionClosed):  # closed by the server
-                ws.close()
+            response = self.http.post(self.url, json=body)
+        except httpx.HTTPError as error:
+            print(f"error: cannot reach {_safe(self.url)}: {error}", file=self.err)
+            self.failed = True
+            return
+        answer = _json(response)
+        if response.status_code >= 400 or not isinstance(answer, dict):
+            print(f"error: {response.status_code} {_error_text(response)}", file=self.err)
+            self.failed = True
+            return
+        execution_id = str(answer.get("executionId") or "")
+        if execution_id == current:
+            turn.owed += 1
+            turn.asked = turn.waits = False
+        elif execution_id and execution_id not in (e for e, _ in later):
+            later.append((execution_id, answer.get("resumeToken")))
 
     def _read_socket(self, ws) -> None:
         try:
@@ -203,36 +242,60 @@ class ChatClient:
 
     def on_frame(self, ws, turn: Turn, frame: str) -> None:
         control = _control(frame)
+        first, turn.frames = not turn.frames, turn.frames + (control != "heartbeat")
         if control == "heartbeat":
             _send(ws, HEARTBEAT_ACK)
-            if turn.asked and not turn.waits:  # quiet after a question: it waits for the reply
-                turn.waits = True
+            turn.quiet += 1
+            if turn.unanswered and not turn.waits and turn.waits_for_us():
+                turn.waits = True  # quiet after a question, no reply of ours on its way
                 if self.held:
                     self.reply(ws, turn, self.held.popleft())
                 else:
                     self.prompt()
         elif control == "continue":
-            turn.asked = False  # that Chat node waits for no reply
+            turn.asked = turn.unanswered = False  # that Chat node waits for no reply
         elif control == "error":
-            print(f"error: {json.loads(frame).get('message') or 'Unknown error'}", file=self.err)
+            message = json.loads(frame).get("message") or "Unknown error"
+            if turn.late and first and message == finished_text("success"):
+                return  # the socket before this one followed it there and showed it all
+            print(f"error: {message}", file=self.err)
             self.failed = True
         else:
             self.out.write(f"bot> {frame}\n")
             self.out.flush()
-            turn.asked, turn.waits = True, False
+            if turn.unanswered:  # the question before this one waited, and took a reply
+                turn.owed = max(turn.owed - 1, 0)
+            turn.asked = turn.unanswered = True
+            turn.waits, turn.quiet = False, 0
 
     def reply(self, ws, turn: Turn, text: str) -> None:
         body = {"sessionId": self.session_id, "action": "sendMessage", "chatInput": text}
         _send(ws, json.dumps({**body, "files": []}))
         turn.asked = turn.waits = False
+        turn.owed += 1
 
 
 class Turn:
-    """Where one responseNodes execution stands, as the client can tell from the frames."""
+    """Where one responseNodes conversation stands, as the client can tell from the frames."""
 
-    def __init__(self) -> None:
-        self.asked = False  # a message came and no `n8n|continue` after it (yet)
-        self.waits = False  # ... and then a heartbeat: the execution waits for the reply
+    # Quiet heartbeats after which a question counts as waiting even though a reply of ours
+    # seemed on its way (one that started the session's next conversation, say, which the
+    # frames do not show).
+    PATIENCE = 3
+
+    def __init__(self, late: bool = False) -> None:
+        # A socket opened for a conversation a piped line started, once the one before closed:
+        # that one may have followed the session there already (api/chat_socket.py).
+        self.late = late
+        self.frames = 0  # frames other than heartbeats so far
+        self.asked = False  # a message came, and no `n8n|continue` or reply of ours after it
+        self.unanswered = False  # a message came and no `n8n|continue` after it
+        self.waits = False  # ... and then quiet: the execution waits for a reply
+        self.owed = 0  # replies sent that no wait has taken yet (the server keeps them queued)
+        self.quiet = 0  # heartbeats since the last message
+
+    def waits_for_us(self) -> bool:
+        return self.owed == 0 or self.quiet >= self.PATIENCE
 
 
 def socket_url(url: str, session_id: str, execution_id: str, token: Any) -> str:

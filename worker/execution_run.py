@@ -27,7 +27,7 @@ from typing import Any
 from core import events
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
-from core.executions import ExecutionStore
+from core.executions import Ended, ExecutionStore
 from core.leases import LeaseStore
 from core.redis_clients import publish
 from core.results import FinalResult
@@ -146,35 +146,48 @@ class ExecutionRunner:
             log.exception("execution %s could not be ended", running.id)
             return Status.CRASHED
 
-    def _next_in_session(self, payload: TaskPayload, ended: ExecutionRecord,
-                         leftovers: list[str]) -> None:  # fmt: skip
-        """Messages that came while the conversation ran and that no Chat node waited for: the
-        first starts the session's next execution, as if it had come just after the end, and
-        the others are its replies, in order. None is lost."""
-        first, *rest = _leftover_messages(leftovers)
+    def _successor(self, payload: TaskPayload, running: ExecutionRecord) -> ExecutionRecord | None:
+        """The record of the session's next execution, should this one end with messages no
+        Chat node waited for (a conversation's): the end starts it in its own step."""
+        if payload.response_mode != "responseNodes" or not running.session_id:
+            return None
         if self.send_task is None or not payload.start_node:
-            log.error("execution %s: %d message(s) of its session were not answered",
-                      ended.id, len(leftovers))  # fmt: skip
-            return
+            return None
         now = now_ms()
-        record = ExecutionRecord(
+        return ExecutionRecord(
             id=secrets.token_hex(8),
-            workflow_id=ended.workflow_id,
-            workflow_name=ended.workflow_name,
-            mode=ended.mode,
+            workflow_id=running.workflow_id,
+            workflow_name=running.workflow_name,
+            mode=running.mode,
             created_at=now,
             queued_at=now,
-            session_id=ended.session_id,
-            response_mode=ended.response_mode,
+            session_id=running.session_id,
+            response_mode=running.response_mode,
         )
+
+    def _next_in_session(self, payload: TaskPayload, ended: ExecutionRecord, outcome: Ended,
+                         successor: ExecutionRecord | None) -> None:  # fmt: skip
+        """Messages that came while the conversation ran and that no Chat node waited for: the
+        first starts the session's next execution, as if it had come just after the end, and
+        the others are its replies, in order. None is lost. On one Redis the end itself put the
+        next execution in place (a message coming meanwhile is its reply); in a cluster it is
+        started here, in steps."""
+        first, *rest = _leftover_messages(outcome.leftovers)
+        record = outcome.successor or successor
+        if self.send_task is None or record is None:
+            log.error("execution %s: %d message(s) of its session were not answered",
+                      ended.id, len(outcome.leftovers))  # fmt: skip
+            return
         try:
-            self._step(lambda: self.store.create(record), "the session's next execution")
-            for message in rest:
-                self._reply(record, message)
+            if outcome.successor is None:
+                self._step(lambda: self.store.create(record), "the session's next execution")
+                for message in rest:
+                    self._reply(record, message)
+                # The ended one's chat socket was told it continues: here is where.
+                channel = self.keys.execution_events(ended.id)
+                next_event = events.encode(events.next_execution(record.id))
+                publish(self.store.client, channel, next_event)
             self.send_task(payload.next_in_session(record, first))
-            # The ended one's chat socket was told it continues: here is where.
-            channel = self.keys.execution_events(ended.id)
-            publish(self.store.client, channel, events.encode(events.next_execution(record.id)))
         except Exception as err:
             log.exception("execution %s: the session's next execution did not start", ended.id)
             self.store.fail_start(record, f"could not start: {err}")
@@ -290,8 +303,11 @@ class ExecutionRunner:
             **_bounded_run_data(run.run_data),
         )
         published = event if self.outbox.publishes_final else ""
+        successor = self._successor(payload, running)
         try:
-            ended = self._step(lambda: self.store.finish(running, final, published), "the end")
+            ended = self._step(
+                lambda: self.store.finish(running, final, published, successor), "the end"
+            )
         except Exception as err:  # Redis stayed away: the lease runs out and a reaper ends it
             log.error("execution %s: outcome not recorded: %s", running.id, err)
             claim.ended(Status.CRASHED)
@@ -302,7 +318,7 @@ class ExecutionRunner:
             self.outbox.delivered(channel, event)
         claim.ended(run.status if ended.written else Status.CRASHED)
         if ended.written and ended.leftovers:
-            self._next_in_session(payload, running, ended.leftovers)
+            self._next_in_session(payload, running, ended, successor)
         if payload.push_ref:
             finished = {"executionId": running.id, "status": run.status, "error": run.error}
             self.outbox.event(self.keys.push(payload.push_ref), "executionFinished", finished)

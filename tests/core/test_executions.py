@@ -245,3 +245,38 @@ def test_a_record_holding_any_text_goes_through_every_script(store):
     running = claimed(store, queued, "t2")
     assert store.finish(running, running.next(status=Status.SUCCESS), "").outcome == "ok"
     assert store.get("e1").error == odd.error
+
+
+def test_an_end_with_replies_left_over_starts_the_sessions_next_execution_in_the_same_step(
+    store, keys, redis_client
+):
+    record = new(store)
+    for text in ("one", "two", "three"):
+        store.reply(record, {"json": {"chatInput": text}})
+    running = claimed(store, record)
+    pubsub = subscribed(redis_client, keys.execution_events("e1"))
+    successor = ExecutionRecord("e2", "w1", session_id="s1", response_mode="responseNodes")
+    final = running.next(status=Status.SUCCESS)
+    event = events.encode(events.done(FinalResult(Status.SUCCESS).to_json(), 0))
+    ended = store.finish(running, final, event, successor)
+    assert ended.outcome == "ok" and ended.successor == successor
+    assert [json.loads(r)["json"]["chatInput"] for r in ended.leftovers] == ["one", "two", "three"]
+    # In its place at once: a message now is its reply, never a third execution.
+    assert store.get("e2") == successor
+    assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e2"]
+    assert redis_client.lpop(keys.execution_turn("e2")) == "1"
+    queued = [
+        json.loads(r)["json"]["chatInput"]
+        for r in redis_client.lrange(keys.execution_replies("e2"), 0, -1)
+    ]
+    assert queued == ["two", "three"]
+    assert store.reply(successor, {"json": {"chatInput": "four"}}) == (Reply.QUEUED, None)
+    done = events.decode(pubsub.get_message(timeout=5)["data"])
+    assert done.kind == events.Kind.DONE and done.body["continues"] is True
+    follow = events.decode(pubsub.get_message(timeout=5)["data"])
+    assert follow.kind == events.Kind.NEXT and follow.body == {"executionId": "e2"}
+    # The end retried after its answer was lost: the same successor, and its first message.
+    again = store.finish(running, final, event, successor)
+    assert again.outcome == "already" and again.successor == successor
+    assert [json.loads(r)["json"]["chatInput"] for r in again.leftovers] == ["one"]
+    pubsub.close()
