@@ -21,8 +21,8 @@ from typing import Any
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
+from api.bodies import parse
 from api.errors import ApiError
-from core.jsontext import JSONTextError, loads_request
 
 FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
     ("application/json", "json"),
@@ -39,7 +39,7 @@ FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = request.form.to_dict()
     if "metadata" in fields:
-        fields["metadata"] = _metadata(fields["metadata"])
+        fields["metadata"] = _metadata(fields["metadata"], settings.json_max_values)
     item: dict[str, Any] = {"json": fields}
     parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
     if not parts:
@@ -63,11 +63,11 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
     return item
 
 
-def _metadata(text: str) -> Any:
+def _metadata(text: str, max_values: int) -> Any:
     try:
-        value = loads_request(text) if text else None
-    except JSONTextError as err:
-        raise ApiError(400, f'"metadata" must be a JSON object: {err}') from None
+        value = parse(text, max_values) if text else None
+    except ApiError as err:
+        raise ApiError(err.status, f'"metadata" must be a JSON object: {err.message}') from None
     if value is not None and not isinstance(value, dict):
         raise ApiError(400, '"metadata" must be a JSON object')
     return value

@@ -76,7 +76,7 @@ class WorkerRuntime:
         port = self.settings.worker_metrics_port
         if port and self._metrics_server is None:
             try:
-                self._metrics_server = self.metrics.serve(port)
+                self._metrics_server = self.metrics.serve(port, self.settings.worker_metrics_host)
             except OSError as err:  # taken by another worker: executions matter more than metrics
                 log.error("metrics not served on port %d: %s", port, err)
 
