@@ -49,7 +49,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(push.bp)
-    chat_socket.register(app, settings.max_body_bytes)
+    chat_socket.register(app, settings)
     app.add_url_rule("/", "editor", _editor)
     _import_workflows(app, settings)
     return app

@@ -108,3 +108,33 @@ def _allowed(mime: str, name: str, patterns: list[str]) -> bool:
         if pattern.startswith(".") and name.endswith(pattern):
             return True
     return False
+
+
+def reply_files(files: Any, settings, patterns: list[str]) -> int:
+    """A reply's files over the chat socket (`[{name, type, data: a data URL}]`), held to the
+    limits and types of files POSTed as multipart: ApiError if they break one; else how many
+    characters their data URLs take."""
+    if files is None:
+        return 0
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise ApiError(400, '"files" must be a list of {name, type, data} objects.')
+    total = characters = 0
+    for file in files:
+        name, mime, data = file.get("name"), file.get("type"), file.get("data")
+        if not all(isinstance(v, str) for v in (name, mime, data)):
+            raise ApiError(400, 'Each file needs a "name", a "type" and "data" (a data URL).')
+        size, characters = _data_url_size(data), characters + len(data)
+        if size > settings.chat_file_max_bytes:
+            raise ApiError(413, f"A file may be at most {settings.chat_file_max_bytes} bytes")
+        total += size
+        if total > settings.chat_files_max_bytes:
+            raise ApiError(413, f"The files may be at most {settings.chat_files_max_bytes} bytes")
+        if not _allowed(mime, name, patterns):
+            raise ApiError(400, f"Files of type {mime} are not allowed")
+    return characters
+
+
+def _data_url_size(data: str) -> int:
+    """The size of what a base64 data URL holds, without decoding it."""
+    _, _, payload = data.partition(",")
+    return len(payload) * 3 // 4

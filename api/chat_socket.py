@@ -14,6 +14,14 @@ whether it was written already. So none is missed or written twice, even when th
 reconnects to another api process (after a restart, say) in the middle of a conversation. The
 socket closes when the execution ends; an error or an expired wait first gets an error frame.
 
+Who may talk (issue 23): the socket checks the chat's authentication as its POST does (public,
+allowedOrigins, basic auth) and requires the execution's resumeToken (`&token=`, which the
+POST answered with: api/resume_tokens.py), so knowing ids is not enough. Every client frame
+goes through the body rules of every door (api/bodies.py: size, values, depth, NaN, lone
+surrogates), and its files through the multipart limits and types: a bad frame gets an error
+frame and the wait goes on. A refusal, a bug, or a full process (MINI_N8N_CHAT_SOCKET_MAX)
+ends the socket with a close frame that says why, never with HTTP bytes in the upgraded socket.
+
 Served by flask-sock (simple-websocket), which takes over the connection under gunicorn's gevent
 worker: its reader runs in a greenlet, so one api process holds many sockets.
 """
@@ -21,25 +29,30 @@ worker: its reader runs in a greenlet, so one api process holds many sockets.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
+import time
 from typing import Any
 
 from flask import Flask, request
 from flask_sock import Sock
 from simple_websocket import ConnectionClosed
 
+from api import bodies, resume_tokens
+from api.auth import check_webhook_auth
+from api.chat_files import reply_files
 from api.conversation import ReplyRefused, check_execution, deliver_reply, not_waiting
 from api.cors import origin_allowed
+from api.errors import ApiError
 from api.relay import RelayError, Stream
 from api.runtime import runtime
 from core.events import Kind
 from core.executions import FINISHED, Status
-from core.jsontext import dumps
+from core.jsontext import NOT_JSON, dumps
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
-from engine.nodes.chat_trigger import ChatTrigger, chat_settings
+from engine.nodes.chat_trigger import ChatSettings, ChatTrigger, chat_settings
+from engine.workflow import Node
 
 log = logging.getLogger("mini_n8n.api")
 
@@ -50,20 +63,35 @@ CLIENT_GONE = "the chat client went away"
 ALREADY_OPEN = "This conversation is already open in another window."
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
+CLOSE_IDLE = 1001  # "going away": no message from the client for too long
+CLOSE_REFUSED = 1008  # "policy violation": not this chat's user (token, origin, login)
+CLOSE_INTERNAL = 1011  # a bug; the reason says no more than an HTTP 500 would
+CLOSE_FULL = 1013  # "try again later": this process holds as many sockets as it may
+FULL = "This server holds as many chats as it may; try again shortly."
+NOT_AN_OBJECT = "Messages must be JSON objects."
+IDLE = "Closed after a long time without a message; reconnect to go on."
 
 _open: set[ChatConnection] = set()
 _open_lock = threading.Lock()
 
 
-def register(app: Flask, max_message_bytes: int) -> None:
-    # A reply carries its files as data URLs: as large as a request body may be.
-    app.config.setdefault("SOCK_SERVER_OPTIONS", {"max_message_size": max_message_bytes})
+def register(app: Flask, settings) -> None:
+    # A reply carries its files as base64 data URLs (4/3 of their size) beside a chat message.
+    frame_bytes = settings.chat_files_max_bytes * 4 // 3 + settings.chat_body_max_bytes
+    app.config.setdefault("SOCK_SERVER_OPTIONS", {"max_message_size": frame_bytes})
     Sock(app).route("/chat")(chat_socket)
 
 
 def chat_socket(ws) -> None:
     args = request.args
-    ChatConnection(runtime(), ws, args.get("sessionId", ""), args.get("executionId", "")).serve()
+    connection = ChatConnection(
+        runtime(), ws, args.get("sessionId", ""), args.get("executionId", "")
+    )
+    try:
+        connection.serve(args.get("token", ""))
+    except Exception:  # a bug: the socket is upgraded, so the answer is a close frame
+        log.exception("chat socket of execution %s failed", connection.execution_id)
+        connection.close("Internal server error", CLOSE_INTERNAL)
 
 
 def end_all(reason: str) -> None:
@@ -91,13 +119,19 @@ class ChatConnection:
         self.closed = threading.Event()
         self._send_lock = threading.Lock()
         self._stream: Stream | None = None
+        self._settings: ChatSettings | None = None
+        self.last_message = time.monotonic()
 
-    def serve(self) -> None:
+    def serve(self, token: str) -> None:
+        if self._full():
+            self.close(FULL, CLOSE_FULL)
+            return
         try:
             record = check_execution(self._record(), self.session_id)
-            self._check_origin(record)
+            self._check_access(record, token)
         except ReplyRefused as err:
             self.send(error_frame(str(err)))
+            self.close(str(err), CLOSE_REFUSED)
             return
         try:
             stream = self.rt.relay().subscribe(
@@ -107,7 +141,9 @@ class ChatConnection:
             # One subscription per channel and api process: a second socket for the same
             # execution on this process (another tab) is refused.
             already = "already" in str(err)
-            self.send(error_frame(ALREADY_OPEN if already else f"The chat is unavailable: {err}"))
+            if not already:
+                log.warning("chat socket of execution %s: %s", self.execution_id, err)
+            self.send(error_frame(ALREADY_OPEN if already else "The chat is unavailable."))
             return
         self._stream = stream
         record = self._record() or record  # as it stands now that nothing can be missed
@@ -131,32 +167,47 @@ class ChatConnection:
             self.closed.set()
             self.rt.relay().unsubscribe(stream)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, code: int = CLOSE_RESTART) -> None:
         with self._send_lock:
             self.closed.set()
             with contextlib.suppress(Exception):  # already closed
-                self.ws.close(reason=CLOSE_RESTART, message=reason[:100])
+                # A close frame's reason is at most 123 bytes of UTF-8.
+                message = reason.encode()[:120].decode("utf-8", "ignore")
+                self.ws.close(reason=code, message=message)
         if self._stream is not None:
             self._stream.fail(reason)
 
-    def _check_origin(self, record: dict[str, Any]) -> None:
-        """Browsers apply no CORS to WebSockets: the Chat Trigger's allowedOrigins are checked
-        here, as for its POST (api/cors.py; the api's own origin, the hosted page, always)."""
+    def _full(self) -> bool:
+        with _open_lock:
+            return len(_open) >= self.rt.settings.chat_socket_max
+
+    def _check_access(self, record: dict[str, Any], token: str) -> None:
+        """As the Chat Trigger's POST: public, allowedOrigins (browsers apply no CORS to
+        WebSockets; the api's own origin, the hosted page, always), its authentication; then the
+        resumeToken that POST answered with."""
+        node = self._trigger(record)
+        chat = self._settings = chat_settings(node)
+        if not chat.public:
+            raise ReplyRefused("There is no such execution in this chat session.")
         origin = request.headers.get("Origin")
-        if origin is None:
-            return
+        if origin is not None and not origin_allowed(origin, chat.allowed_origins, request):
+            raise ReplyRefused(f"Origin {origin} is not allowed")
+        try:
+            check_webhook_auth(self.rt, node, chat.authentication, request)
+        except ApiError as err:
+            raise ReplyRefused(err.message) from None
+        if not token or not resume_tokens.valid(self.rt, self.execution_id, token):
+            raise ReplyRefused("This chat needs the resumeToken its message was answered with.")
+
+    def _trigger(self, record: dict[str, Any]) -> Node:
         try:
             _, workflow = self.rt.workflows.load(record.get("workflowId", ""))
         except WorkflowNotFound:
             raise ReplyRefused("The workflow of this execution is gone.") from None
-        allowed = [
-            o
-            for n in workflow.nodes.values()
-            if n.type == ChatTrigger.type
-            for o in chat_settings(n).allowed_origins
-        ]
-        if not origin_allowed(origin, allowed, request):
-            raise ReplyRefused(f"Origin {origin} is not allowed")
+        triggers = [n for n in workflow.nodes.values() if n.type == ChatTrigger.type]
+        if not triggers:
+            raise ReplyRefused("The workflow of this execution has no chat.")
+        return triggers[0]
 
     def _record(self) -> dict[str, Any] | None:
         if not self.execution_id or len(self.execution_id) > 64:
@@ -169,6 +220,9 @@ class ChatConnection:
         while not self.closed.is_set():
             event = stream.get(timeout=quiet)
             if event is None:
+                if time.monotonic() - self.last_message > self.rt.settings.chat_socket_idle_seconds:
+                    self.close(IDLE, CLOSE_IDLE)  # the wait goes on; a reconnect picks it up
+                    return
                 self.send(HEARTBEAT)
                 # As the relay does for streams: a lost worker or a reply no worker took in
                 # time ends the execution (crashed) and, so, this socket.
@@ -247,24 +301,36 @@ class ChatConnection:
         if data in HEARTBEAT_ACKS:
             return
         try:
-            body = json.loads(data)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            self.send(error_frame("Messages must be JSON objects."))
+            body = self._reply(data)
+        except ApiError as err:  # a bad frame: said so, and the wait goes on
+            self.send(error_frame(err.message))
             return
-        if body.get("type") == "heartbeat-ack":
+        if body is None:
             return
-        if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
-            self.send(error_frame('A reply needs "action": "sendMessage" and a "chatInput".'))
-            return
-        files = body.get("files")
-        if files is not None and not (
-            isinstance(files, list) and all(isinstance(f, dict) for f in files)
-        ):
-            self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
-            return
+        self.last_message = time.monotonic()
         try:
             deliver_reply(self.rt, self.execution_id, self.session_id, body)
         except ReplyRefused as err:
             self.send(error_frame(str(err)))
+
+    def _reply(self, data: str) -> dict[str, Any] | None:
+        """The frame as a reply, under the body rules of every door; None for an ack."""
+        settings = self.rt.settings
+        try:
+            body = bodies.parse(data, settings.json_max_values)
+        except ApiError as err:
+            if err.message == NOT_JSON:  # what the widget shows: said as a chat, not a request
+                raise ApiError(400, NOT_AN_OBJECT) from None
+            raise
+        if not isinstance(body, dict):
+            raise ApiError(400, NOT_AN_OBJECT)
+        if body.get("type") == "heartbeat-ack":
+            return None
+        if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
+            raise ApiError(400, 'A reply needs "action": "sendMessage" and a "chatInput".')
+        allowed = self._settings.allowed_file_types if self._settings else []
+        files_bytes = reply_files(body.get("files"), settings, allowed)
+        # Beside its files, a frame is held to the limit of a chat message POSTed as JSON.
+        if len(data) - files_bytes > settings.chat_body_max_bytes:
+            raise ApiError(413, f"A message may be at most {settings.chat_body_max_bytes} bytes")
+        return body

@@ -15,6 +15,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
+from api import resume_tokens
 from api.launcher import LaunchError
 from core.executions import FINISHED, Status
 from core.waiting import WaitingStore
@@ -29,7 +30,7 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
     # If it stopped waiting meanwhile (expired, stopped, another reply won), a new one starts.
     resumed = reply_to_waiting(rt, workflow.id, session_id, items[0]["json"])
     if resumed is not None:
-        return _started(resumed, headers)
+        return _started(rt, resumed, headers)
     launched = rt.launcher.start(
         raw,
         workflow,
@@ -39,7 +40,7 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
         response_mode="responseNodes",
         session_id=session_id,
     )
-    return _started(launched.execution_id, headers)
+    return _started(rt, launched.execution_id, headers)
 
 
 def reply_to_waiting(rt, workflow_id: str, session_id: str, body: dict[str, Any]) -> str | None:
@@ -55,8 +56,12 @@ def reply_to_waiting(rt, workflow_id: str, session_id: str, body: dict[str, Any]
     return waiting_id
 
 
-def _started(execution_id: str, headers: dict[str, str]) -> Response:
-    response = jsonify({"executionStarted": True, "executionId": execution_id})
+def _started(rt, execution_id: str, headers: dict[str, str]) -> Response:
+    # n8n's resumeToken (api/resume_tokens.py): the chat socket requires it.
+    token = resume_tokens.mint(rt, execution_id)
+    response = jsonify(
+        {"executionStarted": True, "executionId": execution_id, "resumeToken": token}
+    )
     response.headers.update({**headers, "X-Execution-Id": execution_id})
     return response
 

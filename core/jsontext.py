@@ -36,6 +36,7 @@ MAX_DEPTH = 64
 # Values one body may hold. Parsing costs about 0.1-0.3 us per value (dict keys the most), so a
 # body at the limit parses in well under 30 ms whatever its shape, and takes a few MB as objects.
 MAX_VALUES = 100_000
+NOT_JSON = "The request body is not valid JSON"
 _SEPARATORS = (",", ":")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -125,7 +126,7 @@ def _reason(message: str) -> str:
         return "The JSON holds a lone surrogate (a \\ud800-\\udfff escape not in a pair)"
     if "depth limit" in message or "recursion" in message.lower():
         return f"The JSON is nested too deeply (at most {MAX_DEPTH} levels)"
-    return "The request body is not valid JSON"
+    return NOT_JSON
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
