@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.jsontext import dumps
+from core.jsontext import dumps, well_formed
 from engine.description import FieldGroup, Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError, WaitingForReply, WorkflowValidationError
 from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
@@ -141,7 +141,9 @@ class Chat(NodeType):
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         message = ctx.get_parameter("message", "")
         # An expression may produce a number or an object: sent as JSON text, as n8n would.
-        text = message if isinstance(message, str) else dumps(message)
+        # Well-formed text only: the message reaches a Redis script, whose cjson cannot read a
+        # lone surrogate an expression may have built (requests cannot carry one).
+        text = well_formed(message if isinstance(message, str) else dumps(message))
         self._remember(ctx, ai(text))
         wait = _wait_user_reply(ctx)
         wait_till = _wait_till(ctx) if wait else None
