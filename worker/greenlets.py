@@ -10,7 +10,7 @@ from engine.services import spawn_thread
 
 
 def spawn(fn: Callable[[], None]) -> Callable[[], None]:
-    if not _gevent_patched():
+    if not gevent_patched():
         return spawn_thread(fn)
     import gevent
 
@@ -18,7 +18,7 @@ def spawn(fn: Callable[[], None]) -> Callable[[], None]:
     return lambda: greenlet.kill(block=False)
 
 
-def _gevent_patched() -> bool:
+def gevent_patched() -> bool:
     if "gevent" not in sys.modules:
         return False
     from gevent import monkey

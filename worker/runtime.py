@@ -20,6 +20,7 @@ from core.settings import Settings
 from engine.services import Services
 from memory.window import InProcessMemory
 from worker import greenlets, warmup
+from worker.cpu_clock import task_clock
 from worker.execution_run import ExecutionRunner
 from worker.leases import Leases
 from worker.metrics import WorkerMetrics
@@ -43,7 +44,7 @@ class WorkerRuntime:
         self.store = ExecutionStore(self.client, self.keys, settings.executions_ttl)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
-        self.services = _services(self.client, self.keys)
+        self.services = _services(self.client, self.keys, settings)
         self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -92,7 +93,7 @@ class WorkerRuntime:
             self._metrics_server.server_close()
 
 
-def _services(client: redis.Redis, keys: Keys) -> Services:
+def _services(client: redis.Redis, keys: Keys, settings: Settings) -> Services:
     services = Services(
         redis=client,
         credentials=_credentials(),
@@ -100,6 +101,8 @@ def _services(client: redis.Redis, keys: Keys) -> Services:
         simple_memory=InProcessMemory(),
         queue_mode=True,
         spawn=greenlets.spawn,
+        cpu_seconds=settings.execution_cpu_seconds,
+        cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
     )
     # The Redis memory's `redis` credential (n8n exports always name one): its own server
     # if configured, else this deployment's Redis.

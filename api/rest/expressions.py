@@ -11,6 +11,7 @@ from api.rest import bp
 from api.runtime import runtime
 from engine.errors import ExpressionError
 from engine.preview import preview
+from engine.services import let_others_run
 
 
 @bp.post("/expressions/preview")
@@ -24,7 +25,9 @@ def preview_expression():
         raise ApiError(404, f'the workflow has no node "{node}"')
     record = runtime().executions.get(str(body.get("executionId") or "")) or {}
     try:
-        result = preview(expression, workflow, record.get("runData") or {}, node)
+        # Other requests run while it evaluates: an expression may take up to its step budget.
+        run_data = record.get("runData") or {}
+        result = preview(expression, workflow, run_data, node, checkpoint=let_others_run)
     except ExpressionError as err:
         return jsonify({"error": str(err)})
     return jsonify({"result": result})
