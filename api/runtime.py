@@ -25,6 +25,7 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.redis import RedisMemory
 from memory.window import InProcessMemory
+from worker import greenlets
 from worker.cpu_clock import task_clock
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class ApiRuntime:
             redis_for_credential=self.redis_for_credential,
             cpu_seconds=self.settings.execution_cpu_seconds,  # regular mode runs them here
             cpu_clock=task_clock(),
+            pause=greenlets.pause,
         )
 
     def celery(self):

@@ -17,11 +17,26 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from engine.errors import ExecutionCanceled, ExecutionLimitExceeded
 from engine.services import Services
 
 PAUSE_SECONDS = 0.005  # at most this long between two looks at the CPU time and two pauses
+
+
+def paced(pause: Callable[[], None]) -> Callable[[], None]:
+    """A checkpoint that only pauses, at most every PAUSE_SECONDS (the api's preview: no
+    execution to stop, but other requests to serve)."""
+    due = time.monotonic() + PAUSE_SECONDS
+
+    def checkpoint() -> None:
+        nonlocal due
+        if time.monotonic() >= due:
+            pause()
+            due = time.monotonic() + PAUSE_SECONDS
+
+    return checkpoint
 
 
 class Checkpoints:

@@ -247,7 +247,8 @@ def _entries(obj: Any, which: str) -> list:
         raise ExpressionError(f"Cannot convert {to_string(obj)} to object")
     size = len(obj) if isinstance(obj, dict | list | str) else 0
     check_length(size, is_list=True)
-    spend(items_cost(size * (3 if which == "entries" else 1)))  # entries: a pair per entry
+    # entries: a new array per entry, charged as a size walk charges each array it enters
+    spend(size if which == "entries" else items_cost(size))
     if isinstance(obj, dict):
         pairs = list(obj.items())
     elif isinstance(obj, list | str):

@@ -237,10 +237,10 @@ def json_stringify(v: Any, indent: Any = UNDEFINED) -> Any:
     elif isinstance(indent, str):
         unit = indent[:10]
     size = json_size(v, len(unit), json_scalar_size)
-    check_length(size)
+    check_length(size, what="JSON.stringify: string")
     spend(text_cost(size))
     text = _json_text(v, unit)
-    check_length(len(text))  # escapes inside strings were not in the size
+    check_length(len(text), what="JSON.stringify: string")  # escapes were not in the size
     return text
 
 
@@ -319,10 +319,10 @@ def stored(v: Any) -> Any:
     return None if v is UNDEFINED else v
 
 
-def check_length(n: int, *, is_list: bool = False) -> None:
+def check_length(n: int, *, is_list: bool = False, what: str | None = None) -> None:
     limit = MAX_LIST_LENGTH if is_list else MAX_STRING_LENGTH
     if n > limit:
-        what = "list" if is_list else "string"
+        what = what or ("list" if is_list else "string")
         raise ExpressionError(
             f"{what} too long ({n:,} > {limit:,} {'items' if is_list else 'characters'})"
         )

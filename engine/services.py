@@ -21,8 +21,7 @@ Spawn = Callable[[Callable[[], None]], Callable[[], None]]
 
 
 def let_others_run() -> None:
-    """A moment for other work: under gevent (time.sleep is then gevent's, looked up at each
-    call) the hub runs whatever is ready, such as other executions and the lease heartbeat."""
+    """A moment for other threads (a gevent runner lends its own: worker/greenlets.py)."""
     time.sleep(0)
 
 

@@ -4,6 +4,7 @@ interrupt in the middle of a socket wait. Outside gevent (tests, `mini-n8n run`)
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 
 from engine.services import spawn_thread
@@ -16,6 +17,19 @@ def spawn(fn: Callable[[], None]) -> Callable[[], None]:
 
     greenlet = gevent.spawn(fn)
     return lambda: greenlet.kill(block=False)
+
+
+# A pause long enough for one turn of gevent's loop: gevent.sleep(0) only runs the greenlets
+# already scheduled, without polling sockets or timers, so a chat waiting on its model's next
+# token would wait until the computing greenlet finished. Every 5 ms of computing (engine/cpu.py)
+# this costs a tenth at most, and only while others wait.
+PAUSE_SECONDS = 0.0005
+
+
+def pause() -> None:
+    """Let the rest of the process run: under gevent one turn of the loop (sockets and timers
+    polled), under threads a yield of the GIL."""
+    time.sleep(PAUSE_SECONDS if gevent_patched() else 0)
 
 
 def gevent_patched() -> bool:

@@ -103,6 +103,7 @@ def _services(client: redis.Redis, keys: Keys, settings: Settings) -> Services:
         spawn=greenlets.spawn,
         cpu_seconds=settings.execution_cpu_seconds,
         cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
+        pause=greenlets.pause,
     )
     # The Redis memory's `redis` credential (n8n exports always name one): its own server
     # if configured, else this deployment's Redis.

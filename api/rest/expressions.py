@@ -9,9 +9,10 @@ from api import bodies
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
+from engine.cpu import paced
 from engine.errors import ExpressionError
 from engine.preview import preview
-from engine.services import let_others_run
+from worker.greenlets import pause
 
 
 @bp.post("/expressions/preview")
@@ -27,7 +28,7 @@ def preview_expression():
     try:
         # Other requests run while it evaluates: an expression may take up to its step budget.
         run_data = record.get("runData") or {}
-        result = preview(expression, workflow, run_data, node, checkpoint=let_others_run)
+        result = preview(expression, workflow, run_data, node, checkpoint=paced(pause))
     except ExpressionError as err:
         return jsonify({"error": str(err)})
     return jsonify({"result": result})
