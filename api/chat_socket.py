@@ -22,8 +22,12 @@ surrogates), and its files through the multipart limits and types: a bad frame g
 frame and the wait goes on. A refusal, a bug, or a full process (MINI_N8N_CHAT_SOCKET_MAX)
 ends the socket with a close frame that says why, never with HTTP bytes in the upgraded socket.
 
-Served by flask-sock (simple-websocket), which takes over the connection under gunicorn's gevent
-worker: its reader runs in a greenlet, so one api process holds many sockets.
+One greenlet per socket, the one gunicorn serves the request with (issue 23: an idle socket
+cost about 160 KiB with three). Its loop, `_relay`, waits for whichever comes first: an event
+of the execution (the relay's stream), bytes from the client (the socket wakes the same stream,
+api/websocket.py, with no reader of its own), or the time for a heartbeat. Then it reads the
+frames that arrived without blocking, handles the event if there is one, and beats if it is
+time. Replies are handled in that same greenlet, so events wait in the stream meanwhile.
 """
 
 from __future__ import annotations
@@ -34,9 +38,7 @@ import threading
 import time
 from typing import Any
 
-from flask import Flask, request
-from flask_sock import Sock
-from simple_websocket import ConnectionClosed
+from flask import Flask, current_app, jsonify, request
 
 from api import bodies, resume_tokens
 from api.auth import check_webhook_auth
@@ -46,7 +48,8 @@ from api.cors import origin_allowed
 from api.errors import ApiError
 from api.relay import RelayError, Stream
 from api.runtime import runtime
-from core.events import Kind
+from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
+from core.events import Event, Kind
 from core.executions import FINISHED, Status
 from core.jsontext import NOT_JSON, dumps
 from core.waiting import WaitingStore
@@ -59,7 +62,6 @@ log = logging.getLogger("mini_n8n.api")
 HEARTBEAT = "n8n|heartbeat"
 HEARTBEAT_ACKS = ("n8n|heartbeat-ack", '{"type":"heartbeat-ack"}')
 CONTINUE = "n8n|continue"
-CLIENT_GONE = "the chat client went away"
 ALREADY_OPEN = "This conversation is already open in another window."
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
@@ -78,20 +80,30 @@ _open_lock = threading.Lock()
 def register(app: Flask, settings) -> None:
     # A reply carries its files as base64 data URLs (4/3 of their size) beside a chat message.
     frame_bytes = settings.chat_files_max_bytes * 4 // 3 + settings.chat_body_max_bytes
-    app.config.setdefault("SOCK_SERVER_OPTIONS", {"max_message_size": frame_bytes})
-    Sock(app).route("/chat")(chat_socket)
+    app.config.setdefault("MINI_N8N_CHAT_FRAME_BYTES", frame_bytes)
+    # websocket=True: Werkzeug routes an upgrade request only to a rule that says it takes one.
+    app.add_url_rule("/chat", "chat_socket", chat_socket, methods=["GET"], websocket=True)
 
 
-def chat_socket(ws) -> None:
+def chat_socket():
+    try:
+        ws = WebSocket.accept(request.environ, current_app.config["MINI_N8N_CHAT_FRAME_BYTES"])
+    except Handshake as err:
+        return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400
     args = request.args
     connection = ChatConnection(
         runtime(), ws, args.get("sessionId", ""), args.get("executionId", "")
     )
+    kept = False
     try:
-        connection.serve(args.get("token", ""))
+        kept = connection.serve(args.get("token", ""))
     except Exception:  # a bug: the socket is upgraded, so the answer is a close frame
         log.exception("chat socket of execution %s failed", connection.execution_id)
         connection.close("Internal server error", CLOSE_INTERNAL)
+    finally:
+        if not kept:
+            ws.close()  # 1000 after the execution ended; nothing if a close was sent already
+    return Handled()
 
 
 def end_all(reason: str) -> None:
@@ -122,17 +134,19 @@ class ChatConnection:
         self._settings: ChatSettings | None = None
         self.last_message = time.monotonic()
 
-    def serve(self, token: str) -> None:
+    def serve(self, token: str) -> bool:
+        """Check who asks, subscribe, write what is pending; True if the socket then stays open,
+        served by a greenlet of its own (`_run`) once the request's greenlet returns."""
         if self._full():
             self.close(FULL, CLOSE_FULL)
-            return
+            return False
         try:
             record = check_execution(self._record(), self.session_id)
             self._check_access(record, token)
         except ReplyRefused as err:
             self.send(error_frame(str(err)))
             self.close(str(err), CLOSE_REFUSED)
-            return
+            return False
         try:
             stream = self.rt.relay().subscribe(
                 self.rt.keys.execution_events(self.execution_id), ordered=False
@@ -144,11 +158,12 @@ class ChatConnection:
             if not already:
                 log.warning("chat socket of execution %s: %s", self.execution_id, err)
             self.send(error_frame(ALREADY_OPEN if already else "The chat is unavailable."))
-            return
+            return False
         self._stream = stream
         record = self._record() or record  # as it stands now that nothing can be missed
         with _open_lock:
             _open.add(self)
+        kept = False
         try:
             self.next_n = self.waits.delivered(self.execution_id)
             written = self._write_pending()
@@ -158,14 +173,45 @@ class ChatConnection:
                     self._end(record)
                 else:
                     self.send(error_frame(not_waiting(record)))
-                return
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-            self._relay(stream)
+                return False
+            del record  # the open socket keeps none of the request's data
+            kept = self._keep(stream)
+            return kept
         finally:
-            with _open_lock:
-                _open.discard(self)
+            if not kept:
+                self._done(stream)
+
+    def _keep(self, stream: Stream) -> bool:
+        """Go on in a greenlet of its own, so that the request's (its stack, gunicorn's request
+        and the WSGI environ, Flask's context) ends now: the socket takes a descriptor of its
+        own, gunicorn closes its one. False if the socket is gone already."""
+        import gevent
+
+        try:
+            self.ws.detach()
+        except OSError:
             self.closed.set()
-            self.rt.relay().unsubscribe(stream)
+            return False
+        gevent.spawn_raw(self._run, stream)
+        return True
+
+    def _run(self, stream: Stream) -> None:
+        try:
+            self._relay(stream)
+        except Exception:  # a bug: a close frame that says so, never a silent drop
+            log.exception("chat socket of execution %s failed", self.execution_id)
+            self.close("Internal server error", CLOSE_INTERNAL)
+        finally:
+            self._done(stream)
+            self.ws.close()
+            self.ws.release()
+
+    def _done(self, stream: Stream) -> None:
+        with _open_lock:
+            _open.discard(self)
+        self.closed.set()
+        self.ws.stop_watching()
+        self.rt.relay().unsubscribe(stream)
 
     def close(self, reason: str, code: int = CLOSE_RESTART) -> None:
         with self._send_lock:
@@ -173,7 +219,7 @@ class ChatConnection:
             with contextlib.suppress(Exception):  # already closed
                 # A close frame's reason is at most 123 bytes of UTF-8.
                 message = reason.encode()[:120].decode("utf-8", "ignore")
-                self.ws.close(reason=code, message=message)
+                self.ws.close(code, message)
         if self._stream is not None:
             self._stream.fail(reason)
 
@@ -214,35 +260,59 @@ class ChatConnection:
             return None
         return self.rt.executions.get(self.execution_id)
 
-    # --- server to client -----------------------------------------------------------------
+    # --- the socket's one loop ---------------------------------------------------------------
     def _relay(self, stream: Stream) -> None:
+        """Until the execution ends or the client goes: the relay's events, the client's frames
+        (which wake the stream when they arrive) and a heartbeat when nothing was relayed for
+        `keepalive_seconds`, all in this greenlet."""
         quiet = self.rt.settings.keepalive_seconds
+        beat_at = time.monotonic() + quiet
         while not self.closed.is_set():
-            event = stream.get(timeout=quiet)
-            if event is None:
-                if time.monotonic() - self.last_message > self.rt.settings.chat_socket_idle_seconds:
-                    self.close(IDLE, CLOSE_IDLE)  # the wait goes on; a reconnect picks it up
-                    return
-                self.send(HEARTBEAT)
-                # As the relay does for streams: a lost worker or a reply no worker took in
-                # time ends the execution (crashed) and, so, this socket.
-                record = self.rt.executions.mark_crashed_if_lost(
-                    self.execution_id, self.rt.settings.queue_timeout_seconds
-                )
-                if record is None or record["status"] in FINISHED:
-                    self._write_pending()
-                    self._end(record)
-                    return
-            elif event.kind == Kind.MESSAGE:
-                self._message(event.body)
-            elif event.kind == Kind.DONE:
-                self._write_pending()
-                self._end(self._record() or {"status": Status.ERROR, **event.body})
+            self.ws.wake_when_readable(stream.wake)
+            event = stream.get(timeout=max(beat_at - time.monotonic(), 0.0))
+            if not self._read():
                 return
-            elif event.kind == Kind.BROKEN:
-                if not self.closed.is_set():
-                    self.send(error_frame(f"The chat was interrupted: {event.reason}"))
-                return
+            if event is not None:
+                beat_at = time.monotonic() + quiet
+                if not self._relayed(event):
+                    return
+            elif time.monotonic() >= beat_at:
+                beat_at = time.monotonic() + quiet
+                if not self._quiet():
+                    return
+
+    # --- server to client -----------------------------------------------------------------
+    def _quiet(self) -> bool:
+        """Nothing was relayed for a while: close an idle socket, else a heartbeat and a look at
+        the execution. False once the socket is done."""
+        if time.monotonic() - self.last_message > self.rt.settings.chat_socket_idle_seconds:
+            self.close(IDLE, CLOSE_IDLE)  # the wait goes on; a reconnect picks it up
+            return False
+        self.send(HEARTBEAT)
+        # As the relay does for streams: a lost worker or a reply no worker took in
+        # time ends the execution (crashed) and, so, this socket.
+        record = self.rt.executions.mark_crashed_if_lost(
+            self.execution_id, self.rt.settings.queue_timeout_seconds
+        )
+        if record is None or record["status"] in FINISHED:
+            self._write_pending()
+            self._end(record)
+            return False
+        return True
+
+    def _relayed(self, event: Event) -> bool:
+        """One event of the execution; False once the socket is done."""
+        if event.kind == Kind.MESSAGE:
+            self._message(event.body)
+        elif event.kind == Kind.DONE:
+            self._write_pending()
+            self._end(self._record() or {"status": Status.ERROR, **event.body})
+            return False
+        elif event.kind == Kind.BROKEN:
+            if not self.closed.is_set():
+                self.send(error_frame(f"The chat was interrupted: {event.reason}"))
+            return False
+        return True
 
     def _message(self, body: dict[str, Any]) -> None:
         n = body.get("n")
@@ -284,18 +354,17 @@ class ChatConnection:
             self.closed.set()
 
     # --- client to server -----------------------------------------------------------------
-    def _read(self, stream: Stream) -> None:
+    def _read(self) -> bool:
+        """Handle the frames that arrived (without waiting for more); False once the client
+        closed the socket or it broke."""
         try:
-            while not self.closed.is_set():
-                data = self.ws.receive()
-                if data is not None:
-                    self._handle(data if isinstance(data, str) else data.decode("utf-8", "replace"))
+            frames = self.ws.receive_ready()
         except ConnectionClosed:
-            pass
-        except Exception:  # never let a reader die silently with the socket open
-            log.exception("chat socket of execution %s: reading failed", self.execution_id)
-        self.closed.set()
-        stream.fail(CLIENT_GONE)  # wakes the relay loop, which then unsubscribes
+            self.closed.set()
+            return False
+        for data in frames:
+            self._handle(data)
+        return True
 
     def _handle(self, data: str) -> None:
         if data in HEARTBEAT_ACKS:
