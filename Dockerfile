@@ -8,6 +8,11 @@
 # The api imports and activates the workflows in /app/workflows (mount yours there) at its start,
 # and the bundled examples in /app/examples only with MINI_N8N_DEMO=true. It refuses to start
 # without MINI_N8N_API_KEY (MINI_N8N_REQUIRE_API_KEY).
+#
+# Both processes run as the unprivileged `mini` (uid 10001), need no Linux capability and write
+# nothing but scratch files in /tmp (no bytecode: PYTHONDONTWRITEBYTECODE, compiled at install),
+# so docker-compose.yml runs them with cap_drop ALL, no-new-privileges, a read-only root and a
+# tmpfs on /tmp.
 ARG BASE_IMAGE=python:3.12-slim
 FROM ${BASE_IMAGE}
 

@@ -22,22 +22,42 @@ RETRY_AFTER_SECONDS = 5
 class Admission:
     def __init__(self, max_starting: int, wait_seconds: float):
         self._turns = threading.BoundedSemaphore(max_starting)
+        self._large_body = threading.BoundedSemaphore(1)
         self.wait_seconds = wait_seconds
+
+    @contextlib.contextmanager
+    def body_turn(self, large: bool) -> Iterator[None]:
+        """For a large body, the one turn of large bodies: while it is read, parsed and enqueued
+        it exists several times over (bytes, values, the task), so they go one at a time and
+        the api's memory stays bounded whatever clients send at once."""
+        if not large:
+            yield
+            return
+        if not self._large_body.acquire(timeout=self.wait_seconds):
+            raise _overloaded()
+        try:
+            yield
+        finally:
+            self._large_body.release()
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[Turn]:
         """A turn for the request's start; given back on the way out at the latest."""
         if not self._turns.acquire(timeout=self.wait_seconds):
-            raise ApiError(
-                503,
-                "The server is overloaded; try again shortly",
-                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-            )
+            raise _overloaded()
         turn = Turn(self._turns)
         try:
             yield turn
         finally:
             turn.release()
+
+
+def _overloaded() -> ApiError:
+    return ApiError(
+        503,
+        "The server is overloaded; try again shortly",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 class Turn:

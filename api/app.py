@@ -52,7 +52,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(signin.bp)
     app.register_blueprint(push.bp)
     app.register_blueprint(waiting_webhook.bp)
-    chat_socket.register(app, settings.max_body_bytes)
+    chat_socket.register(app, settings)
     app.add_url_rule("/", "editor", _editor)
     _import_workflows(app, settings)
     return app

@@ -21,8 +21,8 @@ from typing import Any
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
+from api.bodies import parse
 from api.errors import ApiError
-from core.jsontext import JSONTextError, loads_request
 
 FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
     ("application/json", "json"),
@@ -39,7 +39,7 @@ FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = request.form.to_dict()
     if "metadata" in fields:
-        fields["metadata"] = _metadata(fields["metadata"])
+        fields["metadata"] = _metadata(fields["metadata"], settings.json_max_values)
     item: dict[str, Any] = {"json": fields}
     parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
     if not parts:
@@ -63,11 +63,11 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
     return item
 
 
-def _metadata(text: str) -> Any:
+def _metadata(text: str, max_values: int) -> Any:
     try:
-        value = loads_request(text) if text else None
-    except JSONTextError as err:
-        raise ApiError(400, f'"metadata" must be a JSON object: {err}') from None
+        value = parse(text, max_values) if text else None
+    except ApiError as err:
+        raise ApiError(err.status, f'"metadata" must be a JSON object: {err.message}') from None
     if value is not None and not isinstance(value, dict):
         raise ApiError(400, '"metadata" must be a JSON object')
     return value
@@ -108,3 +108,33 @@ def _allowed(mime: str, name: str, patterns: list[str]) -> bool:
         if pattern.startswith(".") and name.endswith(pattern):
             return True
     return False
+
+
+def reply_files(files: Any, settings, patterns: list[str]) -> int:
+    """A reply's files over the chat socket (`[{name, type, data: a data URL}]`), held to the
+    limits and types of files POSTed as multipart: ApiError if they break one; else how many
+    characters their data URLs take."""
+    if files is None:
+        return 0
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise ApiError(400, '"files" must be a list of {name, type, data} objects.')
+    total = characters = 0
+    for file in files:
+        name, mime, data = file.get("name"), file.get("type"), file.get("data")
+        if not all(isinstance(v, str) for v in (name, mime, data)):
+            raise ApiError(400, 'Each file needs a "name", a "type" and "data" (a data URL).')
+        size, characters = _data_url_size(data), characters + len(data)
+        if size > settings.chat_file_max_bytes:
+            raise ApiError(413, f"A file may be at most {settings.chat_file_max_bytes} bytes")
+        total += size
+        if total > settings.chat_files_max_bytes:
+            raise ApiError(413, f"The files may be at most {settings.chat_files_max_bytes} bytes")
+        if not _allowed(mime, name, patterns):
+            raise ApiError(400, f"Files of type {mime} are not allowed")
+    return characters
+
+
+def _data_url_size(data: str) -> int:
+    """The size of what a base64 data URL holds, without decoding it."""
+    _, _, payload = data.partition(",")
+    return len(payload) * 3 // 4

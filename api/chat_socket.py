@@ -4,57 +4,74 @@ process (n8n serves it from its main process only, polling its database every 3 
 Server frames are what `@n8n/chat` expects: each Chat-node message as a text frame (its text as
 is; an approval's buttons with their links made absolute, api/waiting_webhook.py),
 `n8n|continue` after a message that waits for no reply and, as n8n does, before the next message
-when a wait ended some other way than by a reply on this socket (a button click, an expired
-limit), `n8n|heartbeat` when quiet (answered `n8n|heartbeat-ack`), and
+when a wait ended some other way than by a reply on this socket (a button click, a POST, an
+expired limit), `n8n|heartbeat` when quiet (answered `n8n|heartbeat-ack`), and
 `{"type":"error","message":…}` (the widget shows `message`) when something cannot be done. A
 client that leaves heartbeats unanswered for MINI_N8N_CHAT_HEARTBEAT_TIMEOUT (60 s, n8n's) is
 closed (n8n also cancels the execution; here it waits on, for a new socket or a POST). The
-client's reply is `{"sessionId","action":"sendMessage","chatInput","files"}`; it resumes the
-waiting execution on any worker (api/conversation.py).
+client's reply is `{"sessionId","action":"sendMessage","chatInput","files"}`: the session's next
+message, which the conversation takes (api/conversation.py).
 
 Messages come the way streamed tokens do: the relay's shared subscription, confirmed by Redis
 before anything else happens. Then the messages not yet delivered are read from the execution's
 list (core/waiting.py) and written, then live events follow; a message's index in the list says
 whether it was written already. So none is missed or written twice, even when the client
 reconnects to another api process (after a restart, say) in the middle of a conversation. The
-socket closes when the execution ends; an error or an expired wait first gets an error frame.
+socket closes when the execution ends (an error first gets an error frame), unless the
+conversation goes on in the session's next execution (messages it never waited for started it,
+core/events.py `next`): the socket follows it there. A second socket for the same execution on
+this process takes over from the first.
 
-Served by flask-sock (simple-websocket), which takes over the connection under gunicorn's gevent
-worker: its reader runs in a greenlet, so one api process holds many sockets.
+Who may talk (issue 23): the socket checks the chat's authentication as its POST does (public,
+allowedOrigins, basic auth) and requires the execution's resumeToken (`&token=`, which the
+POST answered with: api/resume_tokens.py), so knowing ids is not enough. Every client frame
+goes through the body rules of every door (api/bodies.py: size, values, depth, NaN, lone
+surrogates), and its files through the multipart limits and types: a bad frame gets an error
+frame and the wait goes on. A refusal, a bug, or a full process (MINI_N8N_CHAT_SOCKET_MAX)
+ends the socket with a close frame that says why, never with HTTP bytes in the upgraded socket.
+
+One greenlet per socket, the one gunicorn serves the request with (issue 23: an idle socket
+cost about 160 KiB with three). Its loop, `_relay`, waits for whichever comes first: an event
+of the execution (the relay's stream), bytes from the client (the socket wakes the same stream,
+api/websocket.py, with no reader of its own), or the time for a heartbeat. Then it reads the
+frames that arrived without blocking, handles the event if there is one, and beats if it is
+time. Replies are handled in that same greenlet, so events wait in the stream meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
 from typing import Any
 
-from flask import Flask, request
-from flask_sock import Sock
-from simple_websocket import ConnectionClosed
+from flask import Flask, current_app, jsonify, request
 
+from api import bodies, resume_tokens
+from api.auth import check_webhook_auth
+from api.chat_files import reply_files
 from api.conversation import ReplyRefused, check_execution, deliver_reply, not_waiting
 from api.cors import origin_allowed
+from api.errors import ApiError
 from api.relay import RelayError, Stream
 from api.runtime import runtime
 from api.waiting_webhook import absolute_links
+from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
-from core.jsontext import dumps
+from core.jsontext import NOT_JSON, dumps
 from core.results import FinalResult
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
-from engine.nodes.chat_trigger import ChatTrigger, chat_settings
+from engine.nodes.chat_trigger import ChatSettings, ChatTrigger, chat_settings
+from engine.workflow import Node
 
 log = logging.getLogger("mini_n8n.api")
 
 HEARTBEAT = "n8n|heartbeat"
 HEARTBEAT_ACKS = ("n8n|heartbeat-ack", '{"type":"heartbeat-ack"}')
 CONTINUE = "n8n|continue"
-CLIENT_GONE = "the chat client went away"
 ALREADY_OPEN = "This conversation was opened in another window."
 HANDOVER_SECONDS = 5.0
 # How long a socket waits to hear where its conversation goes on (core/events.py `next`).
@@ -64,27 +81,48 @@ DELIVERY_SECONDS = 1.0
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012
 CLOSE_NORMAL = 1000
-# 1001, "going away": the client stopped answering heartbeats.
-CLOSE_SILENT = 1001
+CLOSE_SILENT = 1001  # "going away": the client stopped answering heartbeats
+CLOSE_IDLE = 1001  # "going away": no message from the client for too long
+CLOSE_REFUSED = 1008  # "policy violation": not this chat's user (token, origin, login)
+CLOSE_INTERNAL = 1011  # a bug; the reason says no more than an HTTP 500 would
+CLOSE_FULL = 1013  # "try again later": this process holds as many sockets as it may
+FULL = "This server holds as many chats as it may; try again shortly."
+NOT_AN_OBJECT = "Messages must be JSON objects."
+IDLE = "Closed after a long time without a message; reconnect to go on."
 
 _open: set[ChatConnection] = set()
 _open_lock = threading.Lock()
 
 
-def register(app: Flask, max_message_bytes: int) -> None:
-    # A reply carries its files as data URLs: as large as a request body may be.
-    app.config.setdefault("SOCK_SERVER_OPTIONS", {"max_message_size": max_message_bytes})
-    Sock(app).route("/chat")(chat_socket)
+def register(app: Flask, settings) -> None:
+    # A reply carries its files as base64 data URLs (4/3 of their size) beside a chat message.
+    frame_bytes = settings.chat_files_max_bytes * 4 // 3 + settings.chat_body_max_bytes
+    app.config.setdefault("MINI_N8N_CHAT_FRAME_BYTES", frame_bytes)
+    # websocket=True: Werkzeug routes an upgrade request only to a rule that says it takes one.
+    app.add_url_rule("/chat", "chat_socket", chat_socket, methods=["GET"], websocket=True)
 
 
-def chat_socket(ws) -> None:
+def chat_socket():
+    try:
+        ws = WebSocket.accept(request.environ, current_app.config["MINI_N8N_CHAT_FRAME_BYTES"])
+    except Handshake as err:
+        return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400
     args = request.args
     # Button links are written on the origin the client reached us by, with the page's scheme
     # ("//host/..."): behind a TLS proxy this process sees http while the page is https.
     connection = ChatConnection(
         runtime(), ws, args.get("sessionId", ""), args.get("executionId", ""), f"//{request.host}"
     )
-    connection.serve()
+    kept = False
+    try:
+        kept = connection.serve(args.get("token", ""))
+    except Exception:  # a bug: the socket is upgraded, so the answer is a close frame
+        log.exception("chat socket of execution %s failed", connection.execution_id)
+        connection.close("Internal server error", CLOSE_INTERNAL)
+    finally:
+        if not kept:
+            ws.close()  # 1000 after the execution ended; nothing if a close was sent already
+    return Handled()
 
 
 def end_all(reason: str) -> None:
@@ -114,27 +152,41 @@ class ChatConnection:
         self.awaiting = False
         # When the oldest heartbeat still unanswered went out (monotonic); None: all answered.
         self.unacked_since: float | None = None
+        # The execution ended: (its record, by when its final event must have come).
+        self._ending: tuple[ExecutionRecord | None, float] | None = None
+        # Its end said the conversation goes on: until when to wait to hear where.
+        self._following_until: float | None = None
         self.closed = threading.Event()
         self.released = threading.Event()  # its subscription is given up
         self._send_lock = threading.Lock()
         self._stream: Stream | None = None
+        self._settings: ChatSettings | None = None
+        self.last_message = time.monotonic()
 
-    def serve(self) -> None:
+    def serve(self, token: str) -> bool:
+        """Check who asks, subscribe, write what is pending; True if the socket then stays open,
+        served by a greenlet of its own (`_run`) once the request's greenlet returns."""
+        if self._full():
+            self.close(FULL, CLOSE_FULL)
+            return False
         try:
             record = check_execution(self._record(), self.session_id)
-            self._check_origin(record)
+            self._check_access(record, token)
         except ReplyRefused as err:
             self.send(error_frame(str(err)))
-            return
+            self.close(str(err), CLOSE_REFUSED)
+            return False
         try:
             stream = self._subscribe()
         except RelayError as err:
-            self.send(error_frame(f"The chat is unavailable: {err}"))
-            return
+            log.warning("chat socket of execution %s: %s", self.execution_id, err)
+            self.send(error_frame("The chat is unavailable."))
+            return False
         self._stream = stream
         record = self._record() or record  # as it stands now that nothing can be missed
         with _open_lock:
             _open.add(self)
+        kept = False
         try:
             self.next_n = self.waits.delivered(self.execution_id)
             written = self._write_pending()
@@ -144,15 +196,13 @@ class ChatConnection:
                     self._end(record)
                 else:
                     self.send(error_frame(not_waiting(record)))
-                return
-            threading.Thread(target=self._read, daemon=True).start()
-            self._relay()
+                return False
+            del record  # the open socket keeps none of the request's data
+            kept = self._keep()
+            return kept
         finally:
-            with _open_lock:
-                _open.discard(self)
-            self.closed.set()
-            self.rt.relay().unsubscribe(self._stream)
-            self.released.set()
+            if not kept:
+                self._done()
 
     def _subscribe(self) -> Stream:
         """The execution's events, confirmed. One subscription per channel and api process: a
@@ -165,111 +215,195 @@ class ChatConnection:
             if "already" not in str(err):
                 raise
         with _open_lock:
-            older = [c for c in _open if c.execution_id == self.execution_id]
+            older = [c for c in _open if c.execution_id == self.execution_id and c is not self]
         for connection in older:
             connection.close(ALREADY_OPEN, CLOSE_NORMAL)
             connection.released.wait(HANDOVER_SECONDS)
         return self.rt.relay().subscribe(channel, ordered=False)
 
+    def _keep(self) -> bool:
+        """Go on in a greenlet of its own, so that the request's (its stack, gunicorn's request
+        and the WSGI environ, Flask's context) ends now: the socket takes a descriptor of its
+        own, gunicorn closes its one. False if the socket is gone already."""
+        import gevent
+
+        try:
+            self.ws.detach()
+        except OSError:
+            self.closed.set()
+            return False
+        gevent.spawn_raw(self._run)
+        return True
+
+    def _run(self) -> None:
+        try:
+            self._relay()
+        except Exception:  # a bug: a close frame that says so, never a silent drop
+            log.exception("chat socket of execution %s failed", self.execution_id)
+            self.close("Internal server error", CLOSE_INTERNAL)
+        finally:
+            self._done()
+            self.ws.close()
+            self.ws.release()
+
+    def _done(self) -> None:
+        with _open_lock:
+            _open.discard(self)
+        self.closed.set()
+        self.ws.stop_watching()
+        if self._stream is not None:
+            self.rt.relay().unsubscribe(self._stream)
+        self.released.set()
+
     def close(self, reason: str, code: int = CLOSE_RESTART) -> None:
         with self._send_lock:
             self.closed.set()
             with contextlib.suppress(Exception):  # already closed
-                self.ws.close(reason=code, message=reason[:100])
+                # A close frame's reason is at most 123 bytes of UTF-8.
+                message = reason.encode()[:120].decode("utf-8", "ignore")
+                self.ws.close(code, message)
         if self._stream is not None:
             self._stream.fail(reason)
 
-    def _check_origin(self, record: ExecutionRecord) -> None:
-        """Browsers apply no CORS to WebSockets: the Chat Trigger's allowedOrigins are checked
-        here, as for its POST (api/cors.py; the api's own origin, the hosted page, always)."""
+    def _full(self) -> bool:
+        with _open_lock:
+            return len(_open) >= self.rt.settings.chat_socket_max
+
+    def _check_access(self, record: ExecutionRecord, token: str) -> None:
+        """As the Chat Trigger's POST: public, allowedOrigins (browsers apply no CORS to
+        WebSockets; the api's own origin, the hosted page, always), its authentication; then the
+        resumeToken that POST answered with."""
+        node = self._trigger(record)
+        chat = self._settings = chat_settings(node)
+        if not chat.public:
+            raise ReplyRefused("There is no such execution in this chat session.")
         origin = request.headers.get("Origin")
-        if origin is None:
-            return
+        if origin is not None and not origin_allowed(origin, chat.allowed_origins, request):
+            raise ReplyRefused(f"Origin {origin} is not allowed")
+        try:
+            check_webhook_auth(self.rt, node, chat.authentication, request)
+        except ApiError as err:
+            raise ReplyRefused(err.message) from None
+        if not token or not resume_tokens.valid(self.rt, self.execution_id, token):
+            raise ReplyRefused("This chat needs the resumeToken its message was answered with.")
+
+    def _trigger(self, record: ExecutionRecord) -> Node:
         try:
             _, workflow = self.rt.workflows.load(record.workflow_id)
         except WorkflowNotFound:
             raise ReplyRefused("The workflow of this execution is gone.") from None
-        allowed = [
-            o
-            for n in workflow.nodes.values()
-            if n.type == ChatTrigger.type
-            for o in chat_settings(n).allowed_origins
-        ]
-        if not origin_allowed(origin, allowed, request):
-            raise ReplyRefused(f"Origin {origin} is not allowed")
+        triggers = [n for n in workflow.nodes.values() if n.type == ChatTrigger.type]
+        if not triggers:
+            raise ReplyRefused("The workflow of this execution has no chat.")
+        return triggers[0]
 
     def _record(self) -> ExecutionRecord | None:
         if not self.execution_id or len(self.execution_id) > 64:
             return None
         return self.rt.executions.get(self.execution_id)
 
-    # --- server to client -----------------------------------------------------------------
+    # --- the socket's one loop ---------------------------------------------------------------
     def _relay(self) -> None:
+        """Until the execution ends or the client goes: the relay's events, the client's frames
+        (which wake the stream when they arrive) and a heartbeat when nothing was relayed for
+        `keepalive_seconds`, all in this greenlet."""
         quiet = self.rt.settings.keepalive_seconds
+        beat_at = time.monotonic() + quiet
         while not self.closed.is_set():
-            if self._silent():
-                timeout = self.rt.settings.chat_heartbeat_timeout_seconds
-                self.close(f"no heartbeat acknowledgement for {timeout:g} s", CLOSE_SILENT)
+            stream = self._current()
+            self.ws.wake_when_readable(stream.wake)
+            wait = min(beat_at, self._deadline()) - time.monotonic()
+            event = stream.get(timeout=max(wait, 0.0))
+            if not self._read():
                 return
-            event = self._current().get(timeout=quiet)
-            if event is None:
-                self._heartbeat()
-                # As the relay does for streams: a lost worker or a reply no worker took in
-                # time ends the execution (crashed) and, so, this socket.
-                record = self.rt.liveness.check(self.execution_id)
-                if record is not None and not record.finished:
-                    continue
-                # It ended: its final event went out with its record (core/executions.py) and
-                # is on its way here, unless the relay lost it.
-                event = self._current().get(timeout=DELIVERY_SECONDS)
-                if event is None:
-                    self._write_pending()
-                    self._end(record)
+            if event is not None:
+                beat_at = time.monotonic() + quiet
+                if not self._relayed(event):
                     return
-            if not self._on(event):
+            elif not self._in_time():
                 return
+            elif time.monotonic() >= beat_at:
+                beat_at = time.monotonic() + quiet
+                if not self._quiet():
+                    return
 
-    def _on(self, event: Event) -> bool:
-        """Relay one event; False once the socket is done."""
+    def _current(self) -> Stream:
+        assert self._stream is not None, "the socket relays once subscribed"
+        return self._stream
+
+    def _deadline(self) -> float:
+        """When the loop must look again without an event: an end or a follow-up awaited."""
+        pending = [self._ending[1]] if self._ending else []
+        pending += [self._following_until] if self._following_until is not None else []
+        return min(pending, default=float("inf"))
+
+    def _in_time(self) -> bool:
+        """False (and the socket done) once what it awaited did not come in time: the final
+        event of an execution whose record says it ended, or where its conversation goes on."""
+        now = time.monotonic()
+        if self._following_until is not None and now >= self._following_until:
+            self._end(self._record())
+            return False
+        if self._ending is not None and now >= self._ending[1]:
+            self._write_pending()
+            self._end(self._ending[0])
+            return False
+        return True
+
+    # --- server to client -----------------------------------------------------------------
+    def _quiet(self) -> bool:
+        """Nothing was relayed for a while: close a silent or idle socket, else a heartbeat and
+        a look at the execution. False once the socket is done."""
+        if self._silent():
+            timeout = self.rt.settings.chat_heartbeat_timeout_seconds
+            self.close(f"no heartbeat acknowledgement for {timeout:g} s", CLOSE_SILENT)
+            return False
+        if time.monotonic() - self.last_message > self.rt.settings.chat_socket_idle_seconds:
+            self.close(IDLE, CLOSE_IDLE)  # the wait goes on; a reconnect picks it up
+            return False
+        self._heartbeat()
+        # As the relay does for streams: a lost worker or a reply no worker took in
+        # time ends the execution (crashed) and, so, this socket.
+        record = self.rt.liveness.check(self.execution_id)
+        if (record is None or record.finished) and self._ending is None:
+            # Its final event went out with its record (core/executions.py) and is on its way
+            # here, unless the relay lost it.
+            self._ending = (record, time.monotonic() + DELIVERY_SECONDS)
+        return True
+
+    def _relayed(self, event: Event) -> bool:
+        """One event of the execution; False once the socket is done."""
         if event.kind == Kind.MESSAGE:
             self._message(event.body)
         elif event.kind == Kind.DONE:
             self._write_pending()
             result = FinalResult.from_json(event.body)
-            if result.continues and self._follow():
+            if result.continues:  # its `next` event says where: wait for it
+                self._following_until = time.monotonic() + FOLLOW_SECONDS
+                self._ending = None
                 return True
             self._end(self._record(), result)
             return False
+        elif event.kind == Kind.NEXT and self._following_until is not None:
+            return self._follow(str(event.body.get("executionId", "")))
         elif event.kind == Kind.BROKEN:
             if not self.closed.is_set():
                 self.send(error_frame(f"The chat was interrupted: {event.reason}"))
             return False
         return True
 
-    def _current(self) -> Stream:
-        assert self._stream is not None, "the socket relays once subscribed"
-        return self._stream
-
-    def _follow(self) -> bool:
+    def _follow(self, execution_id: str) -> bool:
         """The conversation goes on in the session's next execution (messages that came
-        while it ran and no Chat node waited for, api/conversation.py): relay that one now.
-        False if its start is not heard of in time."""
-        deadline = time.monotonic() + FOLLOW_SECONDS
-        while (left := deadline - time.monotonic()) > 0 and not self.closed.is_set():
-            event = self._current().get(timeout=left)
-            if event is not None and event.kind == Kind.BROKEN:
-                return False
-            if event is not None and event.kind == Kind.NEXT:
-                break
-        else:
-            return False
-        old, self.execution_id = self._current(), str(event.body.get("executionId", ""))
+        while it ran and no Chat node waited for): relay that one now."""
+        old, self.execution_id = self._current(), execution_id
         try:
             self._stream = self._subscribe()
         except RelayError:
             self._stream = old
+            self._end(self._record())
             return False
         self.rt.relay().unsubscribe(old)
+        self._following_until = self._ending = None
         self.next_n = self.waits.delivered(self.execution_id)
         self._write_pending()
         return True
@@ -332,43 +466,31 @@ class ChatConnection:
             self.closed.set()
 
     # --- client to server -----------------------------------------------------------------
-    def _read(self) -> None:
+    def _read(self) -> bool:
+        """Handle the frames that arrived (without waiting for more); False once the client
+        closed the socket or it broke."""
         try:
-            while not self.closed.is_set():
-                data = self.ws.receive()
-                if data is not None:
-                    self._handle(data if isinstance(data, str) else data.decode("utf-8", "replace"))
+            frames = self.ws.receive_ready()
         except ConnectionClosed:
-            pass
-        except Exception:  # never let a reader die silently with the socket open
-            log.exception("chat socket of execution %s: reading failed", self.execution_id)
-        self.closed.set()
-        if self._stream is not None:
-            self._stream.fail(CLIENT_GONE)  # wakes the relay loop, which then unsubscribes
+            self.closed.set()
+            return False
+        for data in frames:
+            self._handle(data)
+        return True
 
     def _handle(self, data: str) -> None:
         if data in HEARTBEAT_ACKS:
             self.unacked_since = None
             return
         try:
-            body = json.loads(data)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            self.send(error_frame("Messages must be JSON objects."))
+            body = self._reply(data)
+        except ApiError as err:  # a bad frame: said so, and the wait goes on
+            self.send(error_frame(err.message))
             return
-        if body.get("type") == "heartbeat-ack":
-            self.unacked_since = None
+        if body is None:
+            self.unacked_since = None  # a JSON heartbeat-ack
             return
-        if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
-            self.send(error_frame('A reply needs "action": "sendMessage" and a "chatInput".'))
-            return
-        files = body.get("files")
-        if files is not None and not (
-            isinstance(files, list) and all(isinstance(f, dict) for f in files)
-        ):
-            self.send(error_frame('"files" must be a list of {name, type, data} objects.'))
-            return
+        self.last_message = time.monotonic()
         # Before the delivery: the resumed run's next message may be written before it returns.
         awaiting, self.awaiting = self.awaiting, False
         try:
@@ -376,3 +498,25 @@ class ChatConnection:
         except ReplyRefused as err:
             self.awaiting = awaiting
             self.send(error_frame(str(err)))
+
+    def _reply(self, data: str) -> dict[str, Any] | None:
+        """The frame as a reply, under the body rules of every door; None for an ack."""
+        settings = self.rt.settings
+        try:
+            body = bodies.parse(data, settings.json_max_values)
+        except ApiError as err:
+            if err.message == NOT_JSON:  # what the widget shows: said as a chat, not a request
+                raise ApiError(400, NOT_AN_OBJECT) from None
+            raise
+        if not isinstance(body, dict):
+            raise ApiError(400, NOT_AN_OBJECT)
+        if body.get("type") == "heartbeat-ack":
+            return None
+        if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):
+            raise ApiError(400, 'A reply needs "action": "sendMessage" and a "chatInput".')
+        allowed = self._settings.allowed_file_types if self._settings else []
+        files_bytes = reply_files(body.get("files"), settings, allowed)
+        # Beside its files, a frame is held to the limit of a chat message POSTed as JSON.
+        if len(data) - files_bytes > settings.chat_body_max_bytes:
+            raise ApiError(413, f"A message may be at most {settings.chat_body_max_bytes} bytes")
+        return body

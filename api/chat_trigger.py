@@ -81,19 +81,16 @@ def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> 
 
 
 def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, Any]:
-    """The trigger's output item: the JSON body, or the form fields plus files."""
+    """The trigger's output item: the JSON body, or the form fields plus files. Any content type
+    but multipart is read as JSON: some clients send text/plain to skip the CORS preflight, and
+    the origin is checked either way."""
     if request.mimetype == "multipart/form-data":
         item = multipart_item(request, settings, file_types)
     else:
-        item = {"json": json_body(request)}
+        bodies.limit(request, min(settings.chat_body_max_bytes, settings.max_body_bytes))
+        item = {"json": bodies.json_object(request, settings.json_max_values)}
     validate_chat_body(item["json"])
     return item
-
-
-def json_body(request: Request) -> dict[str, Any]:
-    # Any content type but multipart is read as JSON: some clients send text/plain to skip the
-    # CORS preflight, and the origin is checked either way.
-    return bodies.json_object(request)
 
 
 def validate_chat_body(body: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
+from api import resume_tokens
 from api.launcher import LaunchError
 from core.answers import finished_text
 from core.execution_record import ExecutionRecord
@@ -36,7 +37,7 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
     if current is not None:
         try:
             deliver(rt, current, session_id, items[0]["json"])
-            return _started(current.id, headers)
+            return _started(rt, current.id, headers)
         except ReplyRefused:
             pass  # it finished meanwhile: the message starts the next one
     launched = rt.launcher.start(
@@ -48,11 +49,15 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
         response_mode="responseNodes",
         session_id=session_id,
     )
-    return _started(launched.execution_id, headers)
+    return _started(rt, launched.execution_id, headers)
 
 
-def _started(execution_id: str, headers: dict[str, str]) -> Response:
-    response = jsonify({"executionStarted": True, "executionId": execution_id})
+def _started(rt, execution_id: str, headers: dict[str, str]) -> Response:
+    # n8n's resumeToken (api/resume_tokens.py): the chat socket requires it.
+    token = resume_tokens.mint(rt, execution_id)
+    response = jsonify(
+        {"executionStarted": True, "executionId": execution_id, "resumeToken": token}
+    )
     response.headers.update({**headers, "X-Execution-Id": execution_id})
     return response
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import redis
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from api import metrics
 from api.runtime import runtime
+
+log = logging.getLogger("mini_n8n.api")
 
 bp = Blueprint("ops", __name__)
 bp.before_app_request(metrics.note_arrival)
@@ -24,7 +28,9 @@ def readyz():
     try:
         runtime().redis.ping()
     except redis.RedisError as err:
-        return jsonify({"status": "unavailable", "error": f"Redis: {err}"}), 503
+        # Where Redis lives is for the log, not for whoever asks (the answer is public).
+        log.warning("readyz: Redis is unreachable: %s", err)
+        return jsonify({"status": "unavailable", "error": "Redis is unreachable"}), 503
     return jsonify({"status": "ok"})
 
 

@@ -9,6 +9,7 @@ logged here; `mini-n8n api` keeps query strings out of its access log).
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from flask import Blueprint, Response, request
@@ -20,6 +21,8 @@ from api.rest.workflows import PUSH_REF
 from api.runtime import runtime
 from core.events import Kind
 from core.jsontext import dumps
+
+log = logging.getLogger("mini_n8n.api")
 
 bp = Blueprint("push", __name__)
 
@@ -49,7 +52,8 @@ def push() -> Response:
     try:
         stream = relay.subscribe(channel, ordered=False)
     except RelayError as err:
-        raise ApiError(503, f"push is unavailable: {err}") from err
+        log.warning("push %s: %s", push_ref, err)  # the error names Redis' address: not public
+        raise ApiError(503, "push is unavailable: Redis is unreachable") from err
     with _open_lock:
         _open[channel] = stream
 

@@ -67,6 +67,11 @@ class Stream:
     def fail(self, reason: str) -> None:
         self._push(events.broken(reason))
 
+    def wake(self) -> None:
+        """Wake the reader without an event: its `get` returns None at once (a chat socket's
+        client sent something, api/chat_socket.py)."""
+        self._ready.set()
+
     def _push(self, item: str | Event) -> None:
         self._items.append(item)
         self._ready.set()

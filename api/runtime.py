@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
 import redis
@@ -24,6 +25,8 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.redis import RedisMemory
 from memory.window import InProcessMemory
+from worker import greenlets
+from worker.cpu_clock import task_clock
 
 if TYPE_CHECKING:
     from core.credentials import CredentialStore
@@ -51,7 +54,10 @@ class ApiRuntime:
             decode_responses=True,
             client_name="mini-n8n-api",
         )
-        self.workflows = WorkflowStore(self.redis, self.keys, load_workflow)
+        # Imports and activations are refused past MINI_N8N_MAX_NODES.
+        self.workflows = WorkflowStore(
+            self.redis, self.keys, partial(load_workflow, max_nodes=settings.max_nodes)
+        )
         self.executions = ExecutionStore.from_settings(self.redis, self.keys, settings)
         self.memory = RedisMemory(self.redis, self.keys)
         self._relay: Relay | None = None
@@ -132,6 +138,9 @@ class ApiRuntime:
             simple_memory=InProcessMemory(),
             queue_mode=self.settings.executions_mode == "queue",
             redis_for_credential=self.redis_for_credential,
+            cpu_seconds=self.settings.execution_cpu_seconds,  # regular mode runs them here
+            cpu_clock=task_clock(),
+            pause=greenlets.pause,
         )
 
     def celery(self):

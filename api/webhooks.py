@@ -34,8 +34,11 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 @bp.route("/webhook/<path:path>", methods=ALL_METHODS)
 def webhook(path: str) -> Response:
     rt = runtime()
-    with rt.admission.turn() as turn:  # given back once the execution started (see launch)
-        g.start_turn = turn
+    bodies.limit(request, rt.settings.max_body_bytes)  # the Chat Trigger lowers it for JSON
+    # A large body waits for its own turn (one at a time): read, parsed and enqueued, it holds
+    # several copies of itself, and a handful at once would outgrow the api's memory.
+    with rt.admission.turn() as turn, rt.admission.body_turn(bodies.is_large(request)):
+        g.start_turn = turn  # given back once the execution started (see launch)
         return _webhook(rt, path)
 
 
@@ -88,10 +91,13 @@ def _trigger_for(workflow, method: str, path: str):
 
 def webhook_item(path: str) -> dict[str, Any]:
     """The Webhook node's output item, as n8n builds it from the request."""
+    settings = runtime().settings
     if request.is_json:
-        body = bodies.json_value(request)
-    elif request.form:
-        body = request.form.to_dict()
+        body = bodies.json_value(request, settings.json_max_values)
+    elif request.mimetype == "application/x-www-form-urlencoded":
+        body = bodies.form_fields(request)
+    elif request.mimetype == "multipart/form-data":
+        body = request.form.to_dict()  # read as it streams in; files go to temporary files
     else:
         body = request.get_data(as_text=True) or {}
     return {

@@ -27,6 +27,7 @@
 | execution:<id>:resume            | STRING  | where a waiting execution resumes (engine state); TTL     |
 | execution:<id>:messages          | LIST    | Chat-node messages sent, in order, for the chat socket    |
 | execution:<id>:delivered         | STRING  | how many of those messages a chat socket has written      |
+| execution:<id>:token             | STRING  | the resumeToken a chat socket must present; TTL           |
 | executions:waiting               | ZSET    | waiting executions with a time limit, score = deadline ms |
 | executions:stop                  | channel | ids of executions to stop, heard by every worker          |
 | executions:running               | ZSET    | leased execution ids, score = lease deadline (ms): where  |
@@ -215,6 +216,9 @@ class Keys:
 
     def execution_next(self, execution_id: str) -> str:
         return self._execution(execution_id, ":next")
+
+    def execution_token(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":token")
 
     def waiting(self) -> str:
         return f"{self.prefix}executions:waiting"

@@ -55,6 +55,24 @@ class Settings:
     # record, so they get their own, smaller limits: per file, and for all files of a message.
     chat_file_max_bytes: int = 5 * 1024 * 1024
     chat_files_max_bytes: int = 10 * 1024 * 1024
+    # A chat message sent as JSON is text and metadata (files come as multipart or, on the chat
+    # socket, as data URLs within the files limits): far less than n8n's 16 MiB.
+    chat_body_max_bytes: int = 1024 * 1024
+    # Values (commas and brackets) one JSON body or frame may hold: parsing stays a few ms.
+    json_max_values: int = 100_000
+    # Open /chat sockets per api process: each costs memory and a greenlet; past this a socket
+    # is closed at once with 1013 ("try again later") rather than the process running out.
+    chat_socket_max: int = 5000
+    # A /chat socket with no frame from its client for this long is closed (1001): a tab left
+    # open must not hold memory for ever. The widget answers heartbeats, so a live one stays.
+    chat_socket_idle_seconds: float = 600.0
+    # Nodes one workflow may have: far more than a real workflow, and the bound of how long
+    # activating or running one can take per item.
+    max_nodes: int = 500
+    # CPU seconds one execution may use (its thread's CPU time, checked between nodes and in
+    # long loops): a run that computes rather than waits is stopped well before the wall-clock
+    # timeout, and never starves the worker's lease greenlet for long.
+    execution_cpu_seconds: float = 60.0
     # Executions are kept a week, like n8n's default pruning age.
     executions_ttl: int = 7 * 24 * 3600
     # Quiet streams get a keepalive line after this long; also how often a relay checks that
@@ -93,6 +111,9 @@ class Settings:
     memory_key_prefix: str = "chat:"
     # 0 = off: a worker serves /metrics only on a port it is given (one per worker on a host).
     worker_metrics_port: int = 0
+    # Loopback: a worker's metrics are for a Prometheus on the same host unless told otherwise
+    # (compose sets 0.0.0.0, inside its own network).
+    worker_metrics_host: str = "127.0.0.1"
     # Lines a person reads; "json" gives one object per line for a log shipper (core/logs.py).
     log_format: str = "text"
 
@@ -119,6 +140,16 @@ class Settings:
             max_body_bytes=_int("MINI_N8N_MAX_BODY_BYTES", cls.max_body_bytes),
             chat_file_max_bytes=_int("MINI_N8N_CHAT_FILE_MAX_BYTES", cls.chat_file_max_bytes),
             chat_files_max_bytes=_int("MINI_N8N_CHAT_FILES_MAX_BYTES", cls.chat_files_max_bytes),
+            chat_body_max_bytes=_int("MINI_N8N_CHAT_BODY_MAX_BYTES", cls.chat_body_max_bytes),
+            json_max_values=_int("MINI_N8N_JSON_MAX_VALUES", cls.json_max_values),
+            chat_socket_max=_int("MINI_N8N_CHAT_SOCKET_MAX", cls.chat_socket_max),
+            chat_socket_idle_seconds=_float(
+                "MINI_N8N_CHAT_SOCKET_IDLE_SECONDS", cls.chat_socket_idle_seconds
+            ),
+            max_nodes=_int("MINI_N8N_MAX_NODES", cls.max_nodes),
+            execution_cpu_seconds=_float(
+                "MINI_N8N_EXECUTION_CPU_SECONDS", cls.execution_cpu_seconds
+            ),
             executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             chat_heartbeat_timeout_seconds=_float(
@@ -139,5 +170,7 @@ class Settings:
             key_prefix=os.environ.get("MINI_N8N_KEY_PREFIX", ""),
             memory_key_prefix=os.environ.get("MINI_N8N_MEMORY_KEY_PREFIX", cls.memory_key_prefix),
             worker_metrics_port=_int("MINI_N8N_WORKER_METRICS_PORT", cls.worker_metrics_port),
+            worker_metrics_host=os.environ.get("MINI_N8N_WORKER_METRICS_HOST")
+            or cls.worker_metrics_host,
             log_format=(os.environ.get("MINI_N8N_LOG_FORMAT") or cls.log_format).lower(),
         )

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from core.clock import now_ms
+from engine.cpu import Checkpoints
 from engine.errors import EngineError, ExecutionCanceled, ExpressionError
 from engine.expressions import ExpressionData, resolve
 from engine.hooks import Hooks
@@ -41,6 +42,10 @@ class Execution:
     streamed: bool = False
     # signature -> query of the links a waiting node handed out (ExecuteContext.resume_url)
     resume_links: dict[str, dict[str, str]] = field(default_factory=dict)
+    checkpoint: Checkpoints = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.checkpoint = Checkpoints(self.services, self.cancel)
 
     def is_streaming(self) -> bool:
         # n8n's isStreaming(): someone listens for chunks *and* streaming was asked for.
@@ -108,6 +113,9 @@ class _NodeContext:
     def check_canceled(self) -> None:
         self.execution.check_canceled()
 
+    def checkpoint(self) -> None:
+        self.execution.checkpoint()
+
     def node_items(self, name: str) -> list[Item] | None:
         return self.execution.node_items(name)
 
@@ -123,6 +131,7 @@ class _NodeContext:
             input_items=items,
             execution_id=self.execution.id,
             workflow={"id": wf.id, "name": wf.name, "active": wf.active},
+            checkpoint=self.execution.checkpoint,
         )
 
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:

@@ -54,6 +54,10 @@ class NodeExecutionError(EngineError):
     """A node failed while running."""
 
 
+class ExecutionLimitExceeded(NodeExecutionError):
+    """The execution used more of a bounded resource (its CPU time) than its runner allows."""
+
+
 class ExecutionCanceled(EngineError):
     """The execution was stopped from outside (REST stop, client gone)."""
 

@@ -73,7 +73,7 @@ def _drive(execution: Execution, run: Run, stack: deque[Frame]) -> None:
         node, items, parent = stack.popleft()
         run.last_node = node.name
         try:
-            execution.check_canceled()
+            execution.checkpoint()  # stopped, timed out or over its CPU time: ends here
             outputs = _run_node(execution, node, items, parent)
         except WaitingForReply as wait:
             run.status = "waiting"

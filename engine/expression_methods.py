@@ -2,7 +2,9 @@
 
 A method is looked up by (JS type of the value, name) in `_METHODS`; a global function by name in
 `FUNCTIONS`. Anything not listed here does not exist for an expression. Every function that can
-grow a string or list checks the size limit before building it.
+build a string or list larger than what it was given checks the size limit and charges the
+evaluation's budget (expression_budget.py) before building it; the evaluator has already charged
+for reading the value and the arguments.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.errors import ExpressionError
+from engine.expression_budget import items_cost, spend, text_cost
 from engine.expression_values import (
     MAX_EXACT_INT,
     NUMERIC_TEXT,
@@ -66,7 +69,9 @@ def _str_arg(args: list, i: int) -> str:
 def _replace(s: str, args: list, count: int) -> str:
     pattern, replacement = _str_arg(args, 0), _str_arg(args, 1)
     hits = min(s.count(pattern), count) if count >= 0 else s.count(pattern)
-    check_length(len(s) + hits * (len(replacement) - len(pattern)))
+    size = len(s) + hits * (len(replacement) - len(pattern))
+    check_length(size)
+    spend(text_cost(size))
     return s.replace(pattern, replacement, count)
 
 
@@ -76,6 +81,9 @@ def _split(s: str, args: list) -> list[str]:
         parts = [s]
     else:
         sep = to_string(sep)
+        count = len(s) if sep == "" else s.count(sep) + 1
+        check_length(count, is_list=True)
+        spend(items_cost(count))
         parts = list(s) if sep == "" else s.split(sep)
     limit = _arg(args, 1)
     return parts if limit is UNDEFINED else parts[: max(_int(limit, 0), 0)]
@@ -87,6 +95,7 @@ def _pad(s: str, args: list, at_start: bool) -> str:
     if target <= len(s) or not fill:
         return s
     check_length(target)
+    spend(text_cost(target))
     needed = target - len(s)
     padding = (fill * (needed // len(fill) + 1))[:needed]
     return padding + s if at_start else s + padding
@@ -99,6 +108,7 @@ def _repeat(s: str, args: list) -> str:
     if n < 0 or n == _INF:
         raise ExpressionError("Invalid count value for repeat()")
     check_length(len(s) * int(n))
+    spend(text_cost(len(s) * int(n)))
     return s * int(n)
 
 
@@ -117,6 +127,7 @@ def _at(seq: str | list, args: list) -> Any:
 def _concat(s: str, args: list) -> str:
     parts = [s, *map(to_string, args)]
     check_length(sum(map(len, parts)))
+    spend(text_cost(sum(map(len, parts))))
     return "".join(parts)
 
 
@@ -125,6 +136,7 @@ def _array_concat(items: list, args: list) -> list:
     for extra in args:
         more = extra if isinstance(extra, list) else [stored(extra)]
         check_length(len(out) + len(more), is_list=True)
+        spend(items_cost(len(out) + len(more)))
         out.extend(more)
     return out
 
@@ -233,6 +245,10 @@ def _min_max(pick: Callable, empty: float) -> Callable[[list], int | float]:
 def _entries(obj: Any, which: str) -> list:
     if is_nullish(obj):
         raise ExpressionError(f"Cannot convert {to_string(obj)} to object")
+    size = len(obj) if isinstance(obj, dict | list | str) else 0
+    check_length(size, is_list=True)
+    # entries: a new array per entry, charged as a size walk charges each array it enters
+    spend(size if which == "entries" else items_cost(size))
     if isinstance(obj, dict):
         pairs = list(obj.items())
     elif isinstance(obj, list | str):

@@ -15,7 +15,10 @@ import re
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from engine.errors import ExpressionError
+from engine.expression_budget import json_size, spend, text_cost, text_size
 
 MAX_STRING_LENGTH = 1_000_000  # far more than any prompt or message a workflow builds
 MAX_LIST_LENGTH = 1_000_000
@@ -199,34 +202,104 @@ def to_string(v: Any) -> str:
 
 
 def join_list(items: list, sep: str) -> str:
-    parts = ["" if is_nullish(x) else to_string(x) for x in items]
-    check_length(sum(map(len, parts)) + len(sep) * max(len(parts) - 1, 0))
-    return sep.join(parts)
+    """`items.join(sep)`: its length is known (and charged) before any part is built, however
+    often the same nested array appears in it."""
+    items_text = text_size(items, _scalar_text_size)
+    size = items_text + (len(sep) - 1) * max(len(items) - 1, 0)  # text_size counted "," once
+    check_length(size)
+    spend(text_cost(size))
+    built: dict[int, str] = {}  # a nested array met again is joined once
+
+    def part(x: Any) -> str:
+        if is_nullish(x):
+            return ""
+        if not isinstance(x, list):
+            return to_string(x)
+        text = built.get(id(x))
+        if text is None:
+            text = built[id(x)] = ",".join(map(part, x))
+        return text
+
+    return sep.join(map(part, items))
+
+
+def _scalar_text_size(v: Any) -> int:
+    return 0 if is_nullish(v) else len(to_string(v))
 
 
 def json_stringify(v: Any, indent: Any = UNDEFINED) -> Any:
+    """JSON.stringify(v, null, indent): sized (and charged) before it is built, then built in C."""
     if v is UNDEFINED:
         return UNDEFINED
-    width: int | str | None = None
+    unit = ""
     if isinstance(indent, int | float) and not isinstance(indent, bool) and indent >= 1:
-        width = min(int(indent), 10)
-    elif isinstance(indent, str) and indent:
-        width = indent[:10]
-    separators = (",", ":") if width is None else (",", ": ")
+        unit = " " * min(int(indent), 10)
+    elif isinstance(indent, str):
+        unit = indent[:10]
+    size = json_size(v, len(unit), json_scalar_size)
+    check_length(size, what="JSON.stringify: string")
+    spend(text_cost(size))
+    text = _json_text(v, unit)
+    check_length(len(text), what="JSON.stringify: string")  # escapes were not in the size
+    return text
+
+
+def json_scalar_size(v: Any) -> int:
+    """Characters of a non-container's JSON text (escapes inside strings not counted)."""
+    if isinstance(v, str):
+        return len(v) + 2
+    if isinstance(v, bool):
+        return 4 if v else 5
+    if isinstance(v, int):
+        return len(str(v)) if abs(v) < 2**64 else int(v.bit_length() * 0.302) + 2
+    if isinstance(v, float):
+        return len(repr(v)) if v == v and v not in (_INF, -_INF) else 4
+    return 4  # null, undefined (as null), and what cannot be converted (refused when built)
+
+
+def _json_text(v: Any, unit: str) -> str:
+    """orjson's text (JS's separators, NaN and Infinity as null), indented by `unit`; what orjson
+    refuses (lone surrogates, integers past 64 bits) goes through the json module."""
     try:
-        text = json.dumps(
-            v, ensure_ascii=False, indent=width, separators=separators, default=_plain
+        text = orjson.dumps(v, default=_plain, option=orjson.OPT_INDENT_2 if unit else 0)
+        return _reindent(text.decode(), unit) if unit and unit != "  " else text.decode()
+    except orjson.JSONEncodeError as exc:
+        if isinstance(exc.__cause__, _NotJson):
+            raise ExpressionError(f"JSON.stringify failed: {exc.__cause__}") from None
+    try:
+        return json.dumps(
+            v,
+            ensure_ascii=False,
+            indent=unit or None,
+            separators=(",", ": ") if unit else (",", ":"),
+            default=_plain,
         )
     except (TypeError, ValueError) as exc:
         raise ExpressionError(f"JSON.stringify failed: {exc}") from None
-    check_length(len(text))
-    return text
+
+
+def _reindent(text: str, unit: str) -> str:
+    """Two spaces per level (orjson's) -> `unit` per level, one C-level pass per level, deepest
+    first. A line of JSON text starts with its indentation (strings hold no raw line breaks);
+    a NUL character marks lines already done, as JSON text never holds it raw."""
+    if "\x00" in unit:
+        return json.dumps(json.loads(text), ensure_ascii=False, indent=unit)
+    depth = 0
+    while "\n" + "  " * (depth + 1) in text:
+        depth += 1
+    for level in range(depth, 0, -1):
+        text = text.replace("\n" + "  " * level, "\n\x00" + unit * level)
+    return text.replace("\x00", "")
+
+
+class _NotJson(TypeError):
+    pass
 
 
 def _plain(v: Any) -> Any:
     if v is UNDEFINED:
         return None
-    raise TypeError(f"{describe(v)} cannot be converted to JSON")
+    raise _NotJson(f"{describe(v)} cannot be converted to JSON")
 
 
 def segment_string(v: Any) -> str:
@@ -246,10 +319,10 @@ def stored(v: Any) -> Any:
     return None if v is UNDEFINED else v
 
 
-def check_length(n: int, *, is_list: bool = False) -> None:
+def check_length(n: int, *, is_list: bool = False, what: str | None = None) -> None:
     limit = MAX_LIST_LENGTH if is_list else MAX_STRING_LENGTH
     if n > limit:
-        what = "list" if is_list else "string"
+        what = what or ("list" if is_list else "string")
         raise ExpressionError(
             f"{what} too long ({n:,} > {limit:,} {'items' if is_list else 'characters'})"
         )
@@ -313,6 +386,7 @@ def binary(op: str, a: Any, b: Any) -> Any:
         if isinstance(a, str) or isinstance(b, str):
             left, right = to_string(a), to_string(b)
             check_length(len(left) + len(right))
+            spend(text_cost(len(left) + len(right)))
             return left + right
     return arithmetic(op, to_number(a), to_number(b))
 

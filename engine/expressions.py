@@ -9,7 +9,9 @@ list, str, int/float, bool, None). Property access reads dict keys and list/stri
 methods come from fixed allow-lists per JS type; no Python attribute is ever looked up, nothing is
 imported, and `eval`/`exec`/`compile` are never used. Text length, nesting, produced string and
 list sizes and the number of evaluation steps are all bounded, and every failure is an
-ExpressionError.
+ExpressionError. What an operation would build is sized and charged before it is built
+(expression_budget.py), so a refusal costs little whatever the expression asks for; a caller's
+checkpoint runs every few thousand steps (an execution's CPU bound, other requests' turn).
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine import expression_values as js
-from engine.errors import ExpressionError
+from engine.errors import EngineError, ExpressionError
+from engine.expression_budget import Budget, Checkpoint, active, json_size
 from engine.expression_methods import FUNCTIONS, find_method
 from engine.expression_parser import parse_template
 from engine.expression_values import UNDEFINED, NodeRef
 
 MAX_EXPRESSION_LENGTH = 10_000  # characters after the "="; real parameters are far shorter
 MAX_EVAL_DEPTH = 200  # tree depth the walker recurses into (a sum of many terms is a loop)
-MAX_STEPS = 100_000  # node visits, plus a charge for each large string or list handled
+# Characters of an expression's result as JSON: twice the largest request body (16 MiB), so a
+# body passes through a node whole, but an array of a thousand references to it does not.
+MAX_RESULT_CHARACTERS = 32 * 1024 * 1024
 
 
 @dataclass
@@ -45,6 +50,9 @@ class ExpressionData:
     execution_id: str | None = None  # $execution.id
     workflow: dict = field(default_factory=dict)  # $workflow: {"id", "name", "active"}
     now: Callable[[], float | str] | None = None  # $now: epoch seconds or an ISO string
+    # Called every few thousand steps: may raise an EngineError (the execution is over its CPU
+    # time, or stopped), which ends the evaluation as it is, or let other work run meanwhile.
+    checkpoint: Checkpoint | None = None
 
 
 def is_expression(value: Any) -> bool:
@@ -62,7 +70,10 @@ def evaluate(value: Any, data: ExpressionData) -> Any:
                 f"expression is too long ({len(text)} characters; the limit is "
                 f"{MAX_EXPRESSION_LENGTH})"
             )
-        return _Evaluator(data).template(parse_template(text))
+        if data.checkpoint is not None:
+            data.checkpoint()
+        with active(Budget(data.checkpoint)) as budget:
+            return _Evaluator(data, budget).template(parse_template(text))
     except ExpressionError as exc:
         if exc.expression is None:
             exc.expression = _shorten(value)
@@ -71,6 +82,8 @@ def evaluate(value: Any, data: ExpressionData) -> Any:
         raise ExpressionError(
             "expression is nested too deeply", expression=_shorten(value)
         ) from None
+    except EngineError:  # from the checkpoint: the execution's limits, not the expression's
+        raise
     except Exception as exc:  # never let a Python error escape as anything but ExpressionError
         message = f"could not evaluate expression ({type(exc).__name__}: {exc})"
         raise ExpressionError(_shorten(message), expression=_shorten(value)) from exc
@@ -100,9 +113,9 @@ class _ShortCircuit(Exception):
 
 
 class _Evaluator:
-    def __init__(self, data: ExpressionData):
+    def __init__(self, data: ExpressionData, budget: Budget):
         self.data = data
-        self.steps = 0
+        self.budget = budget
         self.depth = 0
 
     # -- entry points -----------------------------------------------------------------------------
@@ -116,19 +129,25 @@ class _Evaluator:
             size += len(text)
             js.check_length(size)
             out.append(text)
+        self.charge(size // 100)
         return "".join(out)
 
     def export(self, value: Any) -> Any:
         """The raw result handed to the engine: plain values only, containers copied so a node
-        changing its parameter cannot change another node's data."""
+        changing its parameter cannot change another node's data. Its size as JSON is checked
+        first: references to one value cost nothing here but are copied out in full wherever
+        the result is stored or sent."""
         if isinstance(value, dict | list):
+            size = json_size(value, 0, js.json_scalar_size)
+            if size > MAX_RESULT_CHARACTERS:
+                raise ExpressionError(
+                    f"result too large ({size:,} > {MAX_RESULT_CHARACTERS:,} characters as JSON)"
+                )
             return copy.deepcopy(value)
         return js.stored(value)
 
     def charge(self, amount: int) -> None:
-        self.steps += amount
-        if self.steps > MAX_STEPS:
-            raise ExpressionError("expression is too expensive to evaluate (step limit reached)")
+        self.budget.charge(amount)
 
     def eval(self, node: tuple) -> Any:
         self.charge(1)
@@ -152,8 +171,13 @@ class _Evaluator:
         return self.variable(node[1])
 
     def ev_tmpl(self, node: tuple) -> str:
-        out = "".join(p if isinstance(p, str) else js.to_string(self.eval(p)) for p in node[1])
-        return self.sized(out)
+        out, size = [], 0
+        for part in node[1]:
+            text = part if isinstance(part, str) else js.to_string(self.eval(part))
+            size += len(text)
+            js.check_length(size)  # before joining: the parts may be one long text many times
+            out.append(text)
+        return self.sized("".join(out))
 
     def ev_array(self, node: tuple) -> list:
         return [js.stored(self.eval(e)) for e in node[1]]

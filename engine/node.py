@@ -51,6 +51,10 @@ class NodeFunctions(Protocol):
     def check_canceled(self) -> None:
         """Raise ExecutionCanceled if the execution was stopped."""
 
+    def checkpoint(self) -> None:
+        """Call once per round of a loop that computes: raises if the execution was stopped or
+        is over its CPU time, and lets other work on the process run (engine/cpu.py)."""
+
     def node_items(self, name: str) -> list[Item] | None:
         """Items of the named node's latest run (main output 0); None if it has not run."""
 

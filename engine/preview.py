@@ -10,21 +10,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import expression_values as js
+from engine.errors import ExpressionError
+from engine.expression_budget import Checkpoint, json_size
 from engine.expressions import ExpressionData, evaluate
 from engine.workflow import Workflow
 
 Runs = dict[str, list[dict[str, Any]]]  # runData: node name -> its runs
+# A preview is shown beside a parameter: its JSON need not be as large as a node's result may.
+MAX_PREVIEW_CHARACTERS = 1_000_000
 
 
-def preview(expression: str, workflow: Workflow, run_data: Runs, node_name: str) -> Any:
-    """The value of `expression` for `node_name` (ExpressionError if it cannot be evaluated)."""
+def preview(
+    expression: str,
+    workflow: Workflow,
+    run_data: Runs,
+    node_name: str,
+    checkpoint: Checkpoint | None = None,
+) -> Any:
+    """The value of `expression` for `node_name` (ExpressionError if it cannot be evaluated).
+    `checkpoint` is called every few thousand steps (the api lets other requests run)."""
     node = workflow.nodes[node_name]
 
     def node_items(name: str) -> list[dict] | None:
         return _output(run_data, name)
 
     items = _input(workflow, run_data, node_name, set())
-    return evaluate(
+    value = evaluate(
         expression,
         ExpressionData(
             json=items[0].get("json", {}) if items else {},
@@ -32,8 +44,17 @@ def preview(expression: str, workflow: Workflow, run_data: Runs, node_name: str)
             node_items=node_items,
             input_items=items,
             workflow={"id": workflow.id, "name": workflow.name, "active": workflow.active},
+            checkpoint=checkpoint,
         ),
     )
+    size = json_size(value, 0, js.json_scalar_size)
+    if size > MAX_PREVIEW_CHARACTERS:
+        raise ExpressionError(
+            f"the value is too large to preview ({size:,} > {MAX_PREVIEW_CHARACTERS:,} "
+            "characters as JSON)",
+            expression=expression[:200],
+        )
+    return value
 
 
 def _output(run_data: Runs, name: str) -> list[dict] | None:

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 Spawn = Callable[[Callable[[], None]], Callable[[], None]]
 
 
+def let_others_run() -> None:
+    """A moment for other threads (a gevent runner lends its own: worker/greenlets.py)."""
+    time.sleep(0)
+
+
 def spawn_thread(fn: Callable[[], None]) -> Callable[[], None]:
     """A daemon thread. A thread cannot be interrupted: the returned stop does nothing, and the
     function notices it is no longer wanted at its next step."""
@@ -44,3 +49,13 @@ class Services:
     # Told after each chat-model call the Agent makes: "success" or "error", and how many
     # tokens (streamed pieces) the model produced. A worker lends one that counts them.
     on_model_call: Callable[[str, int], None] | None = None
+    # CPU seconds one run of an execution may use (None: unbounded), checked between nodes and
+    # every few thousand expression steps (engine/cpu.py). A worker sets it from
+    # MINI_N8N_EXECUTION_CPU_SECONDS.
+    cpu_seconds: float | None = None
+    # CPU seconds the calling thread has used; a gevent runner lends one that counts the
+    # calling greenlet only (core/cpu_clock.py), so other executions' work is not charged.
+    cpu_clock: Callable[[], float] = time.thread_time
+    # Called at checkpoints, at most every few milliseconds, so a run that computes lets the
+    # rest of its process run.
+    pause: Callable[[], None] = let_others_run

@@ -127,13 +127,20 @@ class Workflow:
         return data
 
 
-def load_workflow(data: Any) -> Workflow:
-    """Parse and validate an n8n workflow export (or our stored form of one)."""
+def load_workflow(data: Any, max_nodes: int | None = None) -> Workflow:
+    """Parse and validate an n8n workflow export (or our stored form of one). With `max_nodes`
+    (MINI_N8N_MAX_NODES, where workflows are imported or activated) a longer one is refused
+    before anything else is looked at: running it would cost per node and per connection."""
     if not isinstance(data, dict):
         raise WorkflowValidationError("a workflow must be a JSON object")
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list):
         raise WorkflowValidationError('a workflow needs a "nodes" list')
+    if max_nodes is not None and len(raw_nodes) > max_nodes:
+        raise WorkflowValidationError(
+            f"the workflow has {len(raw_nodes):,} nodes; at most {max_nodes:,} are allowed "
+            "(MINI_N8N_MAX_NODES)"
+        )
     nodes: dict[str, Node] = {}
     types: dict[str, NodeType] = {}
     for index, raw in enumerate(raw_nodes):

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,7 +248,8 @@ def _store(require_data: bool = True):
         _require_data(choice)
     settings = choice.settings
     client = connect(settings.redis_url, settings.redis_cluster, decode_responses=True)
-    return WorkflowStore(client, Keys.from_settings(settings), load_workflow), client, settings
+    parse = partial(load_workflow, max_nodes=settings.max_nodes)
+    return WorkflowStore(client, Keys.from_settings(settings), parse), client, settings
 
 
 def _import(args) -> int:
@@ -280,11 +282,13 @@ def _file_error(path: str, err: Exception) -> Exception:
 def _check_file(path: str) -> None:
     from pathlib import Path
 
+    from core.settings import Settings
     from engine.workflow import load_workflow
 
     data = json.loads(Path(path).read_text())
+    max_nodes = Settings.from_env().max_nodes
     for item in data if isinstance(data, list) else [data]:
-        load_workflow(item)
+        load_workflow(item, max_nodes=max_nodes)
 
 
 def _workflows(args) -> int:

@@ -40,6 +40,7 @@ def run_file(
         credentials=_credentials(),
         keys=Keys.from_settings(settings or Settings.from_env()),
         simple_memory=InProcessMemory(),
+        cpu_seconds=(settings or Settings.from_env()).execution_cpu_seconds,
     )
     hooks = Hooks().add_handler("sendChunk", write)
     # A Chat node's message, as a line of its own (the CLI has no chat to reply from).

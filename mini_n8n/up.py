@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -268,7 +269,8 @@ def _import(redis_url: str, keys: Keys, folder: Path) -> None:
     client = connect(redis_url, keys.cluster, decode_responses=True)
     try:
         print(f"Workflows: importing {folder}")
-        store = WorkflowStore(client, keys, load_workflow)
+        parse = partial(load_workflow, max_nodes=Settings.from_env().max_nodes)
+        store = WorkflowStore(client, keys, parse)
         for line in store.import_directory(folder, activate=True):
             print(f"  {line}")
     finally:

@@ -4,13 +4,14 @@ interrupt in the middle of a socket wait. Outside gevent (tests, `mini-n8n run`)
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 
 from engine.services import spawn_thread
 
 
 def spawn(fn: Callable[[], None]) -> Callable[[], None]:
-    if not _gevent_patched():
+    if not gevent_patched():
         return spawn_thread(fn)
     import gevent
 
@@ -18,7 +19,20 @@ def spawn(fn: Callable[[], None]) -> Callable[[], None]:
     return lambda: greenlet.kill(block=False)
 
 
-def _gevent_patched() -> bool:
+# A pause long enough for one turn of gevent's loop: gevent.sleep(0) only runs the greenlets
+# already scheduled, without polling sockets or timers, so a chat waiting on its model's next
+# token would wait until the computing greenlet finished. Every 5 ms of computing (engine/cpu.py)
+# this costs a tenth at most, and only while others wait.
+PAUSE_SECONDS = 0.0005
+
+
+def pause() -> None:
+    """Let the rest of the process run: under gevent one turn of the loop (sockets and timers
+    polled), under threads a yield of the GIL."""
+    time.sleep(PAUSE_SECONDS if gevent_patched() else 0)
+
+
+def gevent_patched() -> bool:
     if "gevent" not in sys.modules:
         return False
     from gevent import monkey
@@ -31,7 +45,7 @@ def start_os_thread(fn: Callable[[], None]) -> None:
     `threading.Thread` a greenlet): it then gets the interpreter every few milliseconds
     whatever the greenlets do. Under gevent, the thread runs a hub of its own, so the sockets it
     opens (patched) wait on that hub: it must open its own, never share a greenlet's."""
-    if _gevent_patched():
+    if gevent_patched():
         from gevent import monkey
 
         start_new_thread = monkey.get_original("_thread", "start_new_thread")

@@ -87,12 +87,13 @@ class WorkerMetrics:
         if tokens:
             self.model_tokens.inc(tokens)
 
-    def serve(self, port: int) -> WSGIServer:
-        """Serve these metrics (and the process's own) on `port`, on every interface (Prometheus
-        runs elsewhere); the server, to shut down."""
-        server, _thread = start_http_server(port, registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1") -> WSGIServer:
+        """Serve these metrics (and the process's own) on `host:port`: loopback unless told
+        otherwise (compose names every interface, inside its own network); the server, to shut
+        down."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
         ProcessCollector(registry=self.registry)
-        log.info("metrics on port %d (/metrics)", port)
+        log.info("metrics on %s port %d (/metrics)", host, port)
         return server
 
 

@@ -25,6 +25,7 @@ from core.waiting import WaitingStore
 from engine.services import Services
 from memory.window import InProcessMemory
 from worker import greenlets, warmup
+from worker.cpu_clock import task_clock
 from worker.execution_run import ExecutionRunner
 from worker.leases import Heartbeat, Leases
 from worker.metrics import WorkerMetrics
@@ -55,7 +56,7 @@ class WorkerRuntime:
         self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
-        self.services = _services(self.client, self.keys)
+        self.services = _services(self.client, self.keys, settings)
         self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -134,7 +135,7 @@ class WorkerRuntime:
         port = self.settings.worker_metrics_port
         if port and self._metrics_server is None:
             try:
-                self._metrics_server = self.metrics.serve(port)
+                self._metrics_server = self.metrics.serve(port, self.settings.worker_metrics_host)
             except OSError as err:  # taken by another worker: executions matter more than metrics
                 log.error("metrics not served on port %d: %s", port, err)
 
@@ -151,7 +152,7 @@ class WorkerRuntime:
             self._metrics_server.server_close()
 
 
-def _services(client: redis.Redis, keys: Keys) -> Services:
+def _services(client: redis.Redis, keys: Keys, settings: Settings) -> Services:
     services = Services(
         redis=client,
         credentials=_credentials(),
@@ -159,6 +160,9 @@ def _services(client: redis.Redis, keys: Keys) -> Services:
         simple_memory=InProcessMemory(),
         queue_mode=True,
         spawn=greenlets.spawn,
+        cpu_seconds=settings.execution_cpu_seconds,
+        cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
+        pause=greenlets.pause,
     )
     # The Redis memory's `redis` credential (n8n exports always name one): its own server
     # if configured, else this deployment's Redis.

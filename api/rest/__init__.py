@@ -32,12 +32,21 @@ Views validate, hand off to the stores in `api.runtime` and answer JSON; errors 
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, request
 
+from api import bodies
 from api.rest import auth
+from api.runtime import runtime
 
 bp = Blueprint("rest", __name__, url_prefix="/rest")
 bp.before_request(auth.require_key)
+
+
+@bp.before_request
+def _json_bodies_only() -> None:
+    bodies.limit(request, runtime().settings.max_body_bytes)
+    bodies.require_json(request)
+
 
 # The route modules register themselves on `bp`.
 from api.rest import (  # noqa: E402, F401

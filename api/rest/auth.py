@@ -4,9 +4,13 @@
 public api header). Without a configured key /rest is refused, unless the api listens on
 loopback only, where nobody but this machine's users can reach it; even then only requests
 whose `Host` is a loopback name are answered, so a web page cannot reach the api through DNS
-rebinding (its requests carry the attacker's host name). The editor sends neither: it signs in
-once and its session cookie stands for the key (api/rest/signin.py). Scripts' EventSource cannot
-send headers, so the push endpoint may take the key as the `key` query parameter instead.
+rebinding (its requests carry the attacker's host name). Nor can a page on another site
+write through it: a keyless request that a browser marks as cross-site (`Sec-Fetch-Site`) or
+whose `Origin` is not the api's own is refused, and so is any REST body that is not
+`application/json` (which a page can send elsewhere only after a CORS preflight that we never
+answer). The editor sends no key: it signs in once and its session cookie stands for the key
+(api/rest/signin.py). EventSource cannot send headers, so the push endpoint may take the key as
+the `key` query parameter instead.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def require_key(allow_query: bool = False) -> None:
     if not expected:
         if bound_to_loopback():
             if loopback_host(request.host):
+                refuse_cross_site()
                 return
             raise ApiError(
                 403,
@@ -83,3 +88,14 @@ def require_key(allow_query: bool = False) -> None:
         )
     if not hmac.compare_digest(given.encode(), expected.encode()):
         raise ApiError(401, "The api key is not valid.")
+
+
+def refuse_cross_site() -> None:
+    """Keyless requests come from this machine's own tools or the editor it serves: a browser
+    says when a page of another site sent one. curl and scripts send neither header."""
+    site = request.headers.get("Sec-Fetch-Site", "").lower()
+    if site in ("cross-site", "same-site"):
+        raise ApiError(403, "Cross-site requests to the REST api are refused.")
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != request.host_url.rstrip("/"):
+        raise ApiError(403, f"Requests from {origin} to the REST api are refused.")

@@ -9,8 +9,10 @@ from api import bodies
 from api.errors import ApiError
 from api.rest import bp
 from api.runtime import runtime
+from engine.cpu import paced
 from engine.errors import ExpressionError
 from engine.preview import preview
+from worker.greenlets import pause
 
 
 @bp.post("/expressions/preview")
@@ -25,7 +27,8 @@ def preview_expression():
     record = runtime().executions.get(str(body.get("executionId") or ""))
     run_data = record.run_data if record is not None else {}
     try:
-        result = preview(expression, workflow, run_data, node)
+        # Other requests run while it evaluates: an expression may take up to its step budget.
+        result = preview(expression, workflow, run_data, node, checkpoint=paced(pause))
     except ExpressionError as err:
         return jsonify({"error": str(err)})
     return jsonify({"result": result})

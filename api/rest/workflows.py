@@ -19,6 +19,28 @@ from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 
 PUSH_REF = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # becomes part of a Redis channel name
+# Workflow and execution ids become Redis keys and URL segments: n8n's are 16 alphanumerics,
+# imports bring UUIDs; nothing needs a slash, a control character or a thousand characters.
+ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ID_VIEW_ARGS = ("workflow_id", "execution_id")
+
+
+@bp.url_value_preprocessor
+def _check_ids(endpoint, values) -> None:
+    for name in ID_VIEW_ARGS:
+        if values and name in values:
+            check_id(values[name], name.split("_")[0])
+
+
+def check_id(value: str, what: str) -> None:
+    if not ID.match(value):
+        raise ApiError(
+            400,
+            f"A {what} id is 1-128 letters, digits, '.', '_' or '-', and starts with a letter "
+            "or digit",
+        )
+
+
 SUMMARY_KEYS = ("id", "name", "active", "tags", "updatedAt")
 
 
@@ -37,6 +59,8 @@ def get_workflow(workflow_id: str):
 @bp.post("/workflows")
 def create_workflow():
     body = _json_object()
+    if body.get("id") is not None:
+        check_id(str(body["id"]), "workflow")
     if body.get("id") and runtime().workflows.get_json(str(body["id"])) is not None:
         raise ApiError(409, f'a workflow with id "{body["id"]}" already exists')
     workflow = runtime().workflows.save(body)
@@ -48,11 +72,12 @@ def update_workflow(workflow_id: str):
     body = _json_object()
     if "id" in body and str(body["id"]) != workflow_id:
         raise ApiError(400, f'the body\'s "id" ({body["id"]}) is not the one in the URL')
+    # The editor sends the versionId it loaded: a stale one is a 409, nothing is overwritten;
+    # PATCH as PUT (a PATCH without one merges into whatever is stored).
+    expected = body.get("versionId")
     existing = _stored(workflow_id)
     if request.method == "PATCH":
         body = {**existing, **body}
-    # The editor sends the versionId it loaded: a stale one is a 409, nothing is overwritten.
-    expected = body.get("versionId") if request.method == "PUT" else None
     runtime().workflows.save({**body, "id": workflow_id}, expected_version=expected)
     return jsonify(_stored(workflow_id))
 

@@ -204,7 +204,7 @@ class _AgentTurn:
         tools = [t for _, t in self.tools.values()]
         on_token = (lambda token: ctx.send_chunk("item", index, token)) if streaming else None
         for _ in range(self._max_iterations()):
-            ctx.check_canceled()
+            ctx.checkpoint()
             reply = ctx.run_sub(
                 self.model_node,
                 "ai_languageModel",

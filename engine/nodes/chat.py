@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.jsontext import dumps
+from core.jsontext import dumps, well_formed
 from engine.description import FieldGroup, Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError, WaitingForReply, WorkflowValidationError
 from engine.node import ExecuteFunctions, Item, NodeOutput, NodeType
@@ -245,7 +245,10 @@ class Chat(NodeType):
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         message = _message(ctx)
-        text = message if isinstance(message, str) else dumps(message)
+        # An expression may produce a number or an object: sent as JSON text, as n8n would.
+        # Well-formed text only: a chat socket's text frame is UTF-8, which cannot carry a lone
+        # surrogate an expression may have built (requests cannot carry one).
+        text = well_formed(message if isinstance(message, str) else dumps(message))
         if _memory_shown(ctx):
             self._remember(ctx, ai(message if isinstance(message, str) else message["text"]))
         if not _waits(ctx):

@@ -39,6 +39,13 @@ class MemoryBufferWindow(NodeType):
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> SessionMemory:
         backend = ctx.services.simple_memory or _fallback
-        # n8n keys the process-wide buffer by workflow and session.
-        key = f"{ctx.workflow.id}__{session_id(ctx)}"
-        return SessionMemory(backend, key, window_length(ctx))
+        return SessionMemory(
+            backend, buffer_key(ctx.workflow.id, session_id(ctx)), window_length(ctx)
+        )
+
+
+def buffer_key(workflow_id: str, session: str) -> str:
+    """n8n keys the process-wide buffer by workflow and session (`<workflow>__<session>`), where
+    workflow `a` with session `b__c` and workflow `a__b` with session `c` share one buffer. The
+    workflow id's length in front makes every pair its own key."""
+    return f"{len(workflow_id)}:{workflow_id}:{session}"

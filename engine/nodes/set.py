@@ -66,6 +66,7 @@ class Set(NodeType):
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         out = []
         for index, item in enumerate(ctx.input_items):
+            ctx.checkpoint()
             keep = _keeps_input(ctx, index)
             json_data = copy.deepcopy(item.get("json", {})) if keep else {}
             for name, value in _assignments(ctx, index):

@@ -221,7 +221,7 @@ BAD_CHAT_BODIES = [
     (dict(json={"sessionId": "", "chatInput": "hi"}), '"sessionId" must be a non-empty string'),
     (dict(json={"sessionId": "a\nb", "chatInput": "hi"}), "control characters"),
     (dict(data=b'{"sessionId":"\\ud800","chatInput":"hi"}', content_type="application/json"),
-     "lone surrogates"),
+     "lone surrogate"),
     (dict(json={"sessionId": "x" * 257, "chatInput": "hi"}), "at most 256 characters"),
     (dict(json={"action": "rm -rf", "sessionId": "s", "chatInput": "hi"}), '"action" must be'),
     (dict(json={"sessionId": "s", "chatInput": "hi", "metadata": [1]}), '"metadata" must be'),

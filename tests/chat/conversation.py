@@ -25,8 +25,12 @@ def ask_name_workflow(**ask_options) -> dict:
     return workflow
 
 
+TOKENS: dict[str, str] = {}  # execution id -> the resumeToken its POST answered with
+
+
 def start(base: str, workflow: dict, session_id: str, text: str = "hello") -> str:
-    """POST a message; responseNodes answers at once with the execution id."""
+    """POST a message; responseNodes answers at once with the execution id and its resumeToken
+    (kept for open_chat)."""
     answer = httpx.post(
         chat_url(base, workflow),
         json={"action": "sendMessage", "sessionId": session_id, "chatInput": text},
@@ -34,16 +38,27 @@ def start(base: str, workflow: dict, session_id: str, text: str = "hello") -> st
     )
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body == {"executionStarted": True, "executionId": body["executionId"]}
+    assert body == {
+        "executionStarted": True,
+        "executionId": body["executionId"],
+        "resumeToken": body["resumeToken"],
+    }
+    TOKENS[body["executionId"]] = body["resumeToken"]
     return body["executionId"]
 
 
-def open_chat(base: str, session_id: str, execution_id: str) -> ClientConnection:
+def chat_query(session_id: str, execution_id: str, token: str | None = None) -> str:
+    """The socket's query, with the token `start` was answered with unless one is given."""
+    token = TOKENS.get(execution_id, "") if token is None else token
+    return f"sessionId={session_id}&executionId={execution_id}&isPublic=true&token={token}"
+
+
+def open_chat(
+    base: str, session_id: str, execution_id: str, token: str | None = None, **kwargs
+) -> ClientConnection:
     url = base.replace("http://", "ws://")
-    return connect(
-        f"{url}/chat?sessionId={session_id}&executionId={execution_id}&isPublic=true",
-        open_timeout=10,
-    )
+    query = chat_query(session_id, execution_id, token)
+    return connect(f"{url}/chat?{query}", open_timeout=10, **kwargs)
 
 
 def next_frame(ws: ClientConnection, timeout: float = FRAME_TIMEOUT) -> str:

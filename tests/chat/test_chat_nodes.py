@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
 
 from core.executions import ExecutionStore
 from core.stops import request_stop
@@ -253,11 +252,9 @@ def test_a_socket_from_an_origin_the_chat_does_not_allow_is_refused(chat_deploym
     deploy.activate(workflow)
     session = _session()
     execution_id = start(deploy.base, workflow, session)
-    url = deploy.base.replace("http://", "ws://")
-    query = f"sessionId={session}&executionId={execution_id}&isPublic=true"
-    with connect(f"{url}/chat?{query}", origin="https://evil.example") as ws:
+    with open_chat(deploy.base, session, execution_id, origin="https://evil.example") as ws:
         assert error_message(next_frame(ws)) == "Origin https://evil.example is not allowed"
-    with connect(f"{url}/chat?{query}", origin="https://shop.example") as ws:
+    with open_chat(deploy.base, session, execution_id, origin="https://shop.example") as ws:
         assert next_frame(ws) == FIRST
 
 

@@ -150,6 +150,9 @@ def test_the_n8n_chat_widget_holds_a_conversation_with_chat_nodes_over_the_webso
     box.fill("Ada")
     box.press("Enter")  # the widget sends it over its WebSocket, not as a new POST
     page.locator(".chat-message-from-bot", has_text="Nice to meet you, Ada!").wait_for()
+    # `n8n|continue` shows the typing bubble (another message may come) until the socket closes
+    # as the execution ends: the conversation is over once it is gone.
+    page.locator(".chat-message-typing").wait_for(state="detached")
     bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
     assert bots == ["Hello from the widget", FIRST, "Nice to meet you, Ada!"]
     runs = chat_deployment.redis.zrange(

@@ -37,6 +37,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,8 @@ HERE = Path(__file__).resolve().parent
 COMPOSE_FILES = (ROOT / "docker-compose.yml", HERE / "docker-compose.test.yml")
 # The RabbitMQ variant: the product's override and its test override, given after those above.
 RABBITMQ_FILES = (ROOT / "docker-compose.rabbitmq.yml", HERE / "docker-compose.rabbitmq.test.yml")
+# TLS at the proxy (docs/tls.md): the product's override, as it is.
+TLS_FILES = (ROOT / "docker-compose.tls.yml",)
 TOOLS = ("podman", "runc", "debootstrap", "docker-compose", "catatonit")
 WORKDIR = Path(os.environ.get("MINI_N8N_COMPOSE_WORKDIR", "/var/tmp/mini-n8n-compose"))
 CACHE = WORKDIR / "cache"
@@ -68,8 +71,11 @@ PRODUCT_VARIABLES = (
     "MINI_N8N_API_KEY", "MINI_N8N_DEMO", "MINI_N8N_WORKFLOWS", "MINI_N8N_CREDENTIALS_SECRET",
     "REDIS_PASSWORD", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MINI_N8N_LOG_LEVEL",
     "MINI_N8N_LOG_FORMAT", "REDIS_IMAGE", "PROXY_IMAGE", "RABBITMQ_USER", "RABBITMQ_PASSWORD",
-    "RABBITMQ_IMAGE",
+    "RABBITMQ_IMAGE", "MINI_N8N_PROXY_METRICS", "TLS_CERTIFICATE", "TLS_KEY",
 )  # fmt: skip
+# The official redis image's /data belongs to its `redis` user, so a named volume mounted there
+# does too: the stand-in image gets the same (Debian's package keeps its data elsewhere).
+REDIS_CONTAINERFILE = "FROM {base}\nRUN mkdir -p /data && chown redis:redis /data\n"
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
@@ -184,6 +190,7 @@ class Deployment:
                 "project": f"mn8test{os.getpid()}",
                 "port": _free_port(),
                 "api_key": secrets.token_hex(24),
+                "redis_password": secrets.token_hex(24),
             }
             (self.run_dir / "run.json").write_text(json.dumps(info))
         else:
@@ -191,6 +198,11 @@ class Deployment:
             info = json.loads((run_dir / "run.json").read_text())
         self.owner, self.project, self.port = info["owner"], info["project"], info["port"]
         self.api_key: str = info.get("api_key", "")
+        self.redis_password: str = info.get("redis_password", "")
+        # "https" once a test put the proxy on TLS (docker-compose.tls.yml), and then the path
+        # of the certificate its clients trust (httpx's `verify`).
+        self.scheme = "http"
+        self.verify: ssl.SSLContext | bool = True
         # The user's workflows folder (MINI_N8N_WORKFLOWS), mounted into the api: empty at first.
         self.workflows = self.run_dir / "workflows"
         self.workflows.mkdir(exist_ok=True)
@@ -213,7 +225,7 @@ class Deployment:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def _environment(self) -> dict[str, str]:
         conf = self.run_dir / "containers.conf"
@@ -244,6 +256,7 @@ class Deployment:
             MINI_N8N_TEST_PROXY_IMAGE=self.proxy_image,
             MINI_N8N_TEST_RABBITMQ_IMAGE=self.rabbitmq_image,
             MINI_N8N_API_KEY=self.api_key,
+            REDIS_PASSWORD=self.redis_password,
             MINI_N8N_WORKFLOWS=str(self.workflows),
         )
         return env
@@ -298,14 +311,22 @@ class Deployment:
     # --- images and build context -------------------------------------------------------
     def prepare_base_images(self, rootfs: Path, deadline: Deadline) -> None:
         """One Debian image under four names: the compose files give redis, the proxy and rabbitmq
-        their commands, so they need no image of their own."""
+        their commands, so they need no image of their own; redis' gets its /data, as the
+        official image has it."""
         with open(rootfs / "rootfs.tar", "rb") as tar:
             self.podman(
                 "import", "--change", 'CMD ["/bin/bash"]', "-", self.base_image,
                 stdin=tar, timeout=deadline.left(300),
             )  # fmt: skip
-        for image in (self.redis_image, self.proxy_image, self.rabbitmq_image):
+        for image in (self.proxy_image, self.rabbitmq_image):
             self.podman("tag", self.base_image, image, timeout=deadline.left(60))
+        context = self.run_dir / "redis-image"
+        context.mkdir(exist_ok=True)
+        (context / "Containerfile").write_text(REDIS_CONTAINERFILE.format(base=self.base_image))
+        self.podman(
+            "build", "--pull=never", "-t", self.redis_image, str(context),
+            timeout=deadline.left(300),
+        )  # fmt: skip
 
     def prepare_context(self, wheels: Path) -> None:
         """The repository as a build context, plus wheels/ for `pip install --no-index`."""

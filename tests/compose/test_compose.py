@@ -1,8 +1,11 @@
-"""The compose deployment, run for real: build from an empty image store; `up` without a key
-refused; no workflow until the user's folder has one, the examples only with MINI_N8N_DEMO; chat
-through the proxy on the published port; scale workers and the api; inspect Redis with
-redis-cli; lose a worker; restart; a Redis password; credentials from a docker secret; RabbitMQ
-as the broker (docker-compose.rabbitmq.yml); go down.
+"""The compose deployment, run for real: build from an empty image store; `up` without a key or
+a Redis password refused; every container without capabilities (but the proxy's three), new
+privileges or a writable root; no workflow until the user's folder has one, the examples only
+with MINI_N8N_DEMO; chat through the proxy on the published port; scale workers and the api;
+inspect Redis with redis-cli; lose a worker; restart; Redis' password; credentials from a docker
+secret; /metrics kept off the proxy unless asked; TLS at the proxy (docker-compose.tls.yml, a
+self-signed certificate); RabbitMQ as the broker (docker-compose.rabbitmq.yml), with no default
+password; go down.
 
 The tests share one deployment and run in file order (each builds on the state the previous one
 left). Its images are built before the first test, in a step with a deadline of its own
@@ -20,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import ssl
 import subprocess
 import threading
 import time
@@ -31,7 +35,14 @@ import pytest
 
 from core.liveness import lost_within
 from mini_n8n.cli import MISSING_API_KEY
-from tests.compose.harness import COMPOSE_FILES, HERE, RABBITMQ_FILES, ROOT, compose_command
+from tests.compose.harness import (
+    COMPOSE_FILES,
+    HERE,
+    RABBITMQ_FILES,
+    ROOT,
+    TLS_FILES,
+    compose_command,
+)
 
 pytestmark = pytest.mark.compose
 
@@ -56,7 +67,7 @@ def chat(d, text: str, session: str, path: str = CHAT) -> dict:
     chunks (keepalives left out), the answer, the execution."""
     lines, started = [], time.monotonic()
     body = {"action": "sendMessage", "sessionId": session, "chatInput": text}
-    with httpx.stream("POST", d.url + path, json=body, timeout=60) as response:
+    with httpx.stream("POST", d.url + path, json=body, timeout=60, verify=d.verify) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if line.strip():
@@ -86,12 +97,13 @@ def redis_cli(d, *args: str) -> str:
 
 
 def rest(d, path: str) -> httpx.Response:
-    return httpx.get(f"{d.url}/rest{path}", headers={"X-N8N-API-KEY": d.api_key}, timeout=10)
+    headers = {"X-N8N-API-KEY": d.api_key}
+    return httpx.get(f"{d.url}/rest{path}", headers=headers, timeout=10, verify=d.verify)
 
 
 def post_chat(d, path: str) -> httpx.Response:
     body = {"action": "sendMessage", "sessionId": "nobody", "chatInput": "hi"}
-    return httpx.post(d.url + path, json=body, timeout=30)
+    return httpx.post(d.url + path, json=body, timeout=30, verify=d.verify)
 
 
 def active_workflows(d) -> list[str]:
@@ -131,7 +143,7 @@ def wait_until(d, predicate, timeout: float, what: str, every: float = 0.5):
 
 def ready(d) -> bool:
     try:
-        return httpx.get(d.url + "/readyz", timeout=2).status_code == 200
+        return httpx.get(d.url + "/readyz", timeout=2, verify=d.verify).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -235,26 +247,58 @@ def timestamp(iso: str) -> float:
 
 
 # --- tests --------------------------------------------------------------------------------
+CONFIG_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "MINI_N8N_API_KEY": "a-key",
+    "REDIS_PASSWORD": "a-password",
+    "RABBITMQ_PASSWORD": "another-password",
+    "TLS_CERTIFICATE": "/etc/ssl/cert.pem",
+    "TLS_KEY": "/etc/ssl/key.pem",
+    "MINI_N8N_TEST_CONTEXT": str(ROOT),
+    "MINI_N8N_TEST_BASE_IMAGE": "localhost/base",
+    "MINI_N8N_TEST_REDIS_IMAGE": "localhost/redis",
+    "MINI_N8N_TEST_PROXY_IMAGE": "localhost/nginx",
+    "MINI_N8N_TEST_RABBITMQ_IMAGE": "localhost/rabbitmq",
+}
+PRODUCT = ["docker-compose", "-f", str(ROOT / "docker-compose.yml")]
+RABBITMQ = [*PRODUCT, "-f", str(ROOT / "docker-compose.rabbitmq.yml")]  # the README's variants
+TLS = [*PRODUCT, "-f", str(ROOT / "docker-compose.tls.yml")]
+
+
+def compose_config(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+
 def test_docker_compose_config_accepts_the_compose_file_and_the_test_override(compose_cli):
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "MINI_N8N_API_KEY": "a-key",
-        "MINI_N8N_TEST_CONTEXT": str(ROOT),
-        "MINI_N8N_TEST_BASE_IMAGE": "localhost/base",
-        "MINI_N8N_TEST_REDIS_IMAGE": "localhost/redis",
-        "MINI_N8N_TEST_PROXY_IMAGE": "localhost/nginx",
-        "MINI_N8N_TEST_RABBITMQ_IMAGE": "localhost/rabbitmq",
-    }
-    product = ["docker-compose", "-f", str(ROOT / "docker-compose.yml")]
-    rabbitmq = [*product, "-f", str(ROOT / "docker-compose.rabbitmq.yml")]  # the README's variant
     for cmd in (
-        [*product, "config", "-q"],
-        [*rabbitmq, "config", "-q"],
+        [*PRODUCT, "config", "-q"],
+        [*RABBITMQ, "config", "-q"],
+        [*TLS, "config", "-q"],
+        [*RABBITMQ, "-f", str(ROOT / "docker-compose.tls.yml"), "config", "-q"],
         compose_command("config", "-q"),
         compose_command("config", "-q", files=(*COMPOSE_FILES, *RABBITMQ_FILES)),
+        compose_command("config", "-q", files=(*COMPOSE_FILES, *TLS_FILES, *RABBITMQ_FILES)),
     ):
-        result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=30)
+        result = compose_config(cmd, CONFIG_ENV)
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "files", "words"),
+    [
+        ("REDIS_PASSWORD", PRODUCT, "set REDIS_PASSWORD (the password of Redis"),
+        ("RABBITMQ_PASSWORD", RABBITMQ, "set RABBITMQ_PASSWORD (the password the api"),
+        ("TLS_CERTIFICATE", TLS, "set TLS_CERTIFICATE to the path of the proxy's certificate"),
+        ("TLS_KEY", TLS, "set TLS_KEY to the path of the certificate's key"),
+    ],
+)
+def test_no_secret_has_a_default_compose_refuses_to_start_without_it_saying_why(
+    compose_cli, variable, files, words
+):
+    env = {k: v for k, v in CONFIG_ENV.items() if k != variable}
+    result = compose_config([*files, "config", "-q"], env)
+    assert result.returncode != 0
+    assert words in result.stderr, result.stderr
 
 
 def test_up_without_an_api_key_fails_saying_how_to_set_it_and_starts_nothing(deployment):
@@ -265,6 +309,21 @@ def test_up_without_an_api_key_fails_saying_how_to_set_it_and_starts_nothing(dep
     assert "set MINI_N8N_API_KEY" in message and ".env next to docker-compose.yml" in message
     without_key = {k: v for k, v in d.env.items() if k != "MINI_N8N_API_KEY"}
     refused = d.compose("up", "-d", env=without_key, check=False, timeout=60)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().endswith(message), refused.stderr
+    assert all_containers(d) == []
+
+
+def test_up_without_a_redis_password_fails_saying_how_to_make_one_and_starts_nothing(deployment):
+    d = deployment
+    compose_file = (ROOT / "docker-compose.yml").read_text()
+    message = re.search(r"\$\{REDIS_PASSWORD:\?([^}]*)\}", compose_file)[1]
+    assert "for a command that makes one" in message
+    readme = (ROOT / "README.md").read_text()
+    command = "echo \"REDIS_PASSWORD=$(python3 -c 'import secrets; print(secrets.token_hex(24))')\" >> .env"
+    assert command in readme
+    without = {k: v for k, v in d.env.items() if k != "REDIS_PASSWORD"}
+    refused = d.compose("up", "-d", env=without, check=False, timeout=60)
     assert refused.returncode != 0
     assert refused.stderr.strip().endswith(message), refused.stderr
     assert all_containers(d) == []
@@ -292,6 +351,46 @@ def test_the_image_refuses_to_start_the_api_without_a_key_saying_how_to_set_it(d
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr == f"mini-n8n: {MISSING_API_KEY}\n"
+
+
+# What each service may still do as root, its process's effective capabilities (/proc/1/status):
+# nginx's master starts its workers as www-data and hands them its temporary folders.
+CAPABILITIES = {
+    "redis": "0000000000000000",
+    "api": "0000000000000000",
+    "worker": "0000000000000000",
+    "proxy": "00000000000000c1",  # CAP_CHOWN (0), CAP_SETGID (6), CAP_SETUID (7)
+}
+
+
+# Who each service's main process runs as (the proxy's nginx master starts as root).
+USERS = {"redis": "redis", "api": "mini", "worker": "mini", "proxy": "root"}
+# In each container: its main process's status, the uid of the user it should run as, and a
+# write to the root filesystem (which must fail).
+PROBE = "grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs):' /proc/1/status; id -u {user}; touch /probe"
+
+
+def test_every_container_runs_without_capabilities_new_privileges_or_a_writable_root(deployment):
+    d = deployment
+    seen = {}
+    for c in json.loads(d.podman("inspect", *running_containers(d)).stdout):
+        service = c["Config"]["Labels"]["com.docker.compose.service"]
+        probe = d.podman(
+            "exec", c["Id"], "sh", "-c", PROBE.format(user=USERS[service]), check=False
+        )
+        *status, uid = probe.stdout.splitlines()
+        fields = dict(line.split(":\t", 1) for line in status)
+        seen[service] = (
+            fields["Uid"].split()[0] == uid,
+            fields["CapEff"].strip(),
+            fields["CapBnd"].strip(),
+            fields["NoNewPrivs"].strip(),
+            c["HostConfig"]["ReadonlyRootfs"],
+            probe.returncode != 0 and "Read-only file system" in probe.stderr,
+        )
+    assert seen == {
+        service: (True, caps, caps, "1", True, True) for service, caps in CAPABILITIES.items()
+    }
 
 
 def test_containers_rotate_their_logs_and_run_within_the_documented_limits(deployment):
@@ -425,7 +524,9 @@ def test_a_worker_killed_mid_stream_ends_the_stream_with_an_error_and_others_kee
 
     def stream():
         body = {"sessionId": f"kill-{uuid.uuid4().hex[:8]}", "chatInput": words}
-        with httpx.stream("POST", d.url + SLOW_CHAT, json=body, timeout=60) as response:
+        with httpx.stream(
+            "POST", d.url + SLOW_CHAT, json=body, timeout=60, verify=d.verify
+        ) as response:
             result["execution"] = response.headers.get("x-execution-id")
             result["chunks"] = []
             for line in response.iter_lines():
@@ -526,22 +627,21 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
     assert chat(d, "What is my name?", ada_session(d))["answer"] == "Your name is Ada."
 
 
-def test_with_a_redis_password_every_service_works_and_redis_refuses_clients_without_it(
-    deployment,
-):
+def test_redis_refuses_clients_without_its_password_which_no_log_shows(deployment):
     d = deployment
-    d.compose("down", timeout=120)  # the volume stays: Ada's memory is still in it
-    d.env["REDIS_PASSWORD"] = password = secrets.token_hex(16)
-    up_and_ready(d)  # every healthcheck passes with the password
-    # proxy -> api -> Redis -> a worker -> Redis memory (Ada's, from before the password).
-    assert chat(d, "What is my name?", ada_session(d))["answer"] == "Your name is Ada."
-    assert f"chat:{ada_session(d)}" in redis_cli(d, "--scan", "--pattern", "chat:*").split()
     anonymous = d.compose(
         "exec", "-T", "redis", "env", "-u", "REDISCLI_AUTH", "redis-cli", "ping", timeout=60
     ).stdout
     assert anonymous.strip() == "NOAUTH Authentication required."
+    wrong = d.compose(
+        "exec", "-T", "redis", "env", "REDISCLI_AUTH=not-it", "redis-cli", "--user", "default",
+        "ping", timeout=60,
+    )  # fmt: skip
+    assert "AUTH failed: WRONGPASS" in wrong.stderr  # redis-cli says so, then runs unlogged
+    assert wrong.stdout.strip() == "NOAUTH Authentication required."
+    assert redis_cli(d, "ping").strip() == "PONG"  # as the services log in
     logs = d.compose("logs", "--no-color", timeout=60).stdout
-    assert password not in logs
+    assert d.redis_password not in logs
 
 
 def test_a_backup_taken_as_the_readme_says_holds_the_sessions(deployment):
@@ -565,7 +665,7 @@ def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_
     deployment,
 ):
     d = deployment
-    password = d.env.get("REDIS_PASSWORD", "")
+    password = d.redis_password
     openai_key, env_key = f"sk-file-{secrets.token_hex(8)}", f"sk-env-{secrets.token_hex(8)}"
     # Chat memory in database 2 through the secret's `redis` credential, so a turn shows that
     # the worker read it.
@@ -614,18 +714,76 @@ def test_credentials_come_from_the_docker_secret_and_openai_api_key_reaches_the_
         assert value not in logs
 
 
+def test_the_api_metrics_are_not_published_through_the_proxy_unless_asked(deployment):
+    d = deployment
+    hidden = httpx.get(d.url + "/metrics", timeout=10, verify=d.verify)
+    assert hidden.status_code == 404
+    assert hidden.json() == {"message": "Not found"}
+    # Inside the network, where Prometheus scrapes, each api and worker answers.
+    for target in ("http://api:5678/metrics", "http://worker:9464/metrics"):
+        scraped = d.compose("exec", "-T", "proxy", "curl", "-fsS", target, timeout=60).stdout
+        assert "# TYPE mini_n8n_" in scraped, target
+
+    d.env["MINI_N8N_PROXY_METRICS"] = "true"
+    proxy_recreated(d)
+    shown = httpx.get(d.url + "/metrics", timeout=10, verify=d.verify)
+    assert shown.status_code == 200
+    assert "mini_n8n_open_streams" in shown.text
+
+
+def proxy_recreated(d) -> None:
+    """`up -d` after a change of the proxy's settings: it alone is created again; then the api
+    answers through it and it is healthy."""
+    d.compose("up", "-d", timeout=120)
+    wait_until(d, lambda: ready(d), 90, "/readyz through the new proxy")
+    wait_until(d, lambda: containers_of(d, "proxy", healthy=True), 90, "the proxy healthy")
+
+
+def self_signed(folder) -> tuple[str, str]:
+    """A certificate for localhost and 127.0.0.1 and its key, as docs/tls.md makes one."""
+    cert, key = folder / "tls-cert.pem", folder / "tls-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    key.chmod(0o600)  # the proxy's master reads it as the container's root, which owns it
+    return str(cert), str(key)
+
+
+def test_with_tls_at_the_proxy_chats_stream_over_https_and_plain_http_is_refused(deployment):
+    d = deployment
+    cert, key = self_signed(d.run_dir)
+    d.compose_files = (*d.compose_files, *TLS_FILES)
+    d.env.update(TLS_CERTIFICATE=cert, TLS_KEY=key)
+    d.scheme, d.verify = "https", ssl.create_default_context(cafile=cert)
+    proxy_recreated(d)  # its healthcheck passes over HTTPS
+
+    turn = chat(d, "What is 19 * 23?", session=f"tls-{uuid.uuid4().hex[:8]}")
+    assert turn["headers"]["content-type"].startswith("application/x-ndjson")
+    assert turn["answer"] == CALCULATOR_ANSWER, turn["chunks"]
+    assert_streamed_line_by_line(d)
+    assert rest(d, "/workflows").status_code == 200
+    plain = httpx.get(f"http://127.0.0.1:{d.port}/healthz", timeout=10)
+    assert plain.status_code == 400
+    assert "The plain HTTP request was sent to HTTPS port" in plain.text
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(d.url + "/healthz", timeout=10)  # not a certificate anyone else trusts
+
+
 def test_with_rabbitmq_as_the_broker_chats_stream_and_remember_and_redis_holds_no_queue(
     deployment,
 ):
     """The README's variant: `-f docker-compose.yml -f docker-compose.rabbitmq.yml`, on the data
-    the tests above left in Redis."""
+    the tests above left in Redis (and behind the proxy's TLS, which the test above set)."""
     d = deployment
     # Up to here the broker was Redis, and its keys are there to see: the check below finds them.
     left = broker_keys(d)
     assert f"_kombu.binding.{TASK_QUEUE}" in left, left
     redis_cli(d, "DEL", *left)
     d.compose("down", timeout=120)  # the volumes stay
-    d.compose_files = (*COMPOSE_FILES, *RABBITMQ_FILES)
+    d.compose_files = (*d.compose_files, *RABBITMQ_FILES)
     d.env["RABBITMQ_PASSWORD"] = password = secrets.token_hex(16)
     up_and_ready(d)  # rabbitmq healthy, then the api and the workers on it
 

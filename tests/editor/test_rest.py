@@ -269,8 +269,9 @@ def test_manual_chat_run_rejects_bad_input(client):
         400,
         "this workflow has no Chat Trigger to send a message to",
     )
-    raw = client.post(url, content=b"chatInput=hi")
-    assert raw.status_code == 400
+    raw = client.post(url, content=b"chatInput=hi")  # not JSON: REST takes JSON bodies only
+    assert raw.status_code == 415
+    assert raw.json()["message"] == "The request body must be JSON (Content-Type: application/json)"
 
 
 # --- executions -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from engine.description import displayed, shown_values
 from engine.errors import WorkflowValidationError
 from engine.executor import run_workflow
 from engine.hooks import Hooks
+from engine.nodes.memory_buffer_window import buffer_key
 from engine.registry import node_types
 from engine.services import Services
 from engine.workflow import load_workflow
@@ -94,7 +95,7 @@ def test_a_chat_node_with_a_memory_connection_appends_its_message_and_the_reply_
     state = json.loads(json.dumps(first.waiting))
     second = _run(workflow, messages, services=services, resume={"state": state, "reply": reply})
     assert second.status == "success"
-    key = f"{workflow['id']}__mem-s1"  # Simple Memory keys by workflow and session
+    key = buffer_key(workflow["id"], "mem-s1")  # Simple Memory keys by workflow and session
     stored = [(m.role, m.content) for m in memory.messages(key)]
     assert stored == [
         ("ai", "Hi! What is your name?"),

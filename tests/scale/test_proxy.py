@@ -183,8 +183,8 @@ def test_a_chat_node_conversation_whose_socket_lands_on_another_process(proxied)
     workflow = proxied.activate(ask_name_workflow())
     body = {"action": "sendMessage", "sessionId": "px-ask", "chatInput": "hello"}
     started = httpx.post(chat_url(proxied.base, workflow), json=body, timeout=10)
-    execution_id = started.json()["executionId"]
-    with open_chat(proxied.base, "px-ask", execution_id) as ws:
+    execution_id, token = started.json()["executionId"], started.json()["resumeToken"]
+    with open_chat(proxied.base, "px-ask", execution_id, token=token) as ws:
         assert served_by(ws.response.headers) != served_by(started.headers)
         assert next_frame(ws) == FIRST
         send_reply(ws, "px-ask", "Ada")

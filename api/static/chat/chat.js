@@ -151,7 +151,7 @@
         // plain text: shown as it is
       }
       if (body && typeof body === 'object' && body.executionStarted && body.executionId) {
-        return converse(body.executionId, li);
+        return converse(body.executionId, body.resumeToken, li);
       }
       text.textContent = outputText(body);
       li.dataset.state = 'done';
@@ -226,9 +226,11 @@
   // --- Chat nodes (responseNodes): one execution, several messages ----------------------------
   // `chat` is the open socket: `waiting` (the last message waits for a reply), `pending` (the
   // bubble the next message goes into), `settle` (ends the current send: the input is free).
-  function converse(executionId, pending) {
+  function converse(executionId, resumeToken, pending) {
     const scheme = window.location.protocol === 'https:' ? 'wss' : 'ws';
+    // The token from the POST's answer, as @n8n/chat 1.37 sends it: the socket requires it.
     const params = new URLSearchParams({ sessionId, executionId, isPublic: 'true' });
+    params.set('token', resumeToken || '');
     const ws = new WebSocket(`${scheme}://${window.location.host}/chat?${params}`);
     const open = { ws, waiting: false, pending, settle: null };
     chat = open;
