@@ -11,7 +11,14 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat
+from tests.chat.conversation import (
+    CONTINUE,
+    FIRST,
+    TOKENS,
+    ask_name_workflow,
+    next_frame,
+    open_chat,
+)
 from tests.e2e.deployment import chat_url
 from tests.waiting import wait_until
 from tests.workflows import node
@@ -22,8 +29,10 @@ def post(url: str, session: str, text: str) -> str:
         url, json={"action": "sendMessage", "sessionId": session, "chatInput": text}, timeout=30
     )
     assert answer.status_code == 200, answer.text
-    assert answer.json()["executionStarted"] is True
-    return answer.json()["executionId"]
+    body = answer.json()
+    assert body["executionStarted"] is True
+    TOKENS[body["executionId"]] = body["resumeToken"]  # for open_chat
+    return body["executionId"]
 
 
 def frames_until_closed(base: str, session: str, execution_id: str) -> list[str]:

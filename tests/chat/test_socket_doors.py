@@ -111,6 +111,7 @@ def test_a_lone_surrogate_posted_as_the_reply_gets_400_and_the_conversation_goes
     assert start(deploy.base, workflow, session, "Bob \U0001f600") == execution_id
     with open_chat(deploy.base, session, execution_id) as ws:
         assert next_frame(ws) == FIRST
+        assert next_frame(ws) == CONTINUE  # the reply came by POST, not over this socket
         assert next_frame(ws) == "Nice to meet you, Bob \U0001f600!"
     _status_becomes(deploy, execution_id, "success")
 

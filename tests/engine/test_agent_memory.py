@@ -14,6 +14,7 @@ import redis
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks
+from engine.nodes.memory_buffer_window import buffer_key
 from engine.previous_session import previous_session
 from engine.services import Services
 from engine.workflow import load_workflow
@@ -67,7 +68,7 @@ class Chat:
         if self.backend == "redis":
             key = self.services.keys.chat(self.session)
             return list(reversed(self.client.lrange(key, 0, -1)))
-        key = f"{self.workflow.id}__{self.session}"  # n8n's Simple Memory key
+        key = buffer_key(self.workflow.id, self.session)  # Simple Memory's key
         return [json.dumps(m.to_stored(), separators=(",", ":"), ensure_ascii=False)
                 for m in self.simple.messages(key)]  # fmt: skip
 

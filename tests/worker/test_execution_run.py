@@ -303,8 +303,8 @@ class EndAnswerLost(WatchedStore):
 
     lost = False
 
-    def finish(self, running, final, event):
-        ended = super().finish(running, final, event)
+    def finish(self, running, final, event, successor=None):
+        ended = super().finish(running, final, event, successor)
         if not self.lost:
             self.lost = True
             raise redis.TimeoutError("Timeout reading from socket")
