@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from api.relay import Relay, Stream
 from api.task_sender import TaskSender
+from core import jsontext
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore
 from core.keys import Keys
 from core.settings import Settings
-from core.task import TaskPayload
+from core.task import ITEMS_INLINE_BYTES, TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
 from worker.celery_app import send_execution
@@ -79,7 +80,8 @@ class Launcher:
             session_id=session_id,
             response_mode=response_mode,
         )
-        self.store.create(record)
+        stored = self._large(items)
+        self.store.create(record, stored)
         stream = None
         try:
             # responseNodes answers at once too: its messages reach the chat WebSocket.
@@ -89,7 +91,8 @@ class Launcher:
                 TaskPayload(
                     record=record,
                     start_node=trigger,
-                    items=items,
+                    items=[] if stored is not None else items,
+                    items_stored=stored is not None,
                     streaming=response_mode == "streaming" if streaming is None else streaming,
                     response_mode=response_mode,
                     push_ref=push_ref,
@@ -104,6 +107,15 @@ class Launcher:
             self.store.fail_start(record, f"could not start: {err}")
             raise LaunchError(f"the execution could not be started: {err}") from err
         return Launch(record.id, stream)
+
+    def _large(self, items: list[dict[str, Any]]) -> bytes | None:
+        """Items too large for the task's message, as the JSON stored beside the record
+        (core/task.py); None when they travel in the message. Regular mode keeps them: its
+        payload never leaves this process."""
+        if self.settings.executions_mode == "regular":
+            return None
+        text = jsontext.dumps_bytes(items)
+        return text if len(text) > ITEMS_INLINE_BYTES else None
 
     def resume(self, record: ExecutionRecord, saved: dict[str, Any],
                reply: dict[str, Any] | None) -> None:  # fmt: skip

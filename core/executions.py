@@ -33,6 +33,7 @@ ended is dropped by whoever walks the line (core/session_line.py).
 from __future__ import annotations
 
 import builtins  # `list` below is a method name: annotations past it say builtins.list
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -95,7 +96,7 @@ return 1
 )
 
 # The end of an execution: finish, cancel, a failed start, or a reap.
-# KEYS: record, lease, queued, suspect, resume, replies, channel, taken, next,
+# KEYS: record, lease, queued, suspect, resume, replies, channel, taken, next, items,
 #       [running index, queued index, waiting index, session line,
 #        successor's record, queued, replies; the workflow's index]
 # ARGV: 1 expected rev, 2 allowed statuses (comma separated), 3 final record, 4 ttl s,
@@ -145,7 +146,7 @@ else
   if not allowed and not (mine and status == 'crashed') then return {'refused', ''} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -156,16 +157,16 @@ end
 -- On one Redis the next execution is put in its place in this same step, so that a message
 -- coming now finds it unfinished and is its reply, never a third execution.
 local successor = ''
-if #leftovers > 0 and ARGV[13] ~= '' and KEYS[14] then
+if #leftovers > 0 and ARGV[13] ~= '' and KEYS[15] then
   successor = ARGV[14]
-  redis.call('SET', KEYS[14], ARGV[13], 'EX', ARGV[4])
-  redis.call('SET', KEYS[15], '1', 'PX', ARGV[15])
-  for i = 2, #leftovers do redis.call('RPUSH', KEYS[16], leftovers[i]) end
-  redis.call('EXPIRE', KEYS[16], ARGV[4])
-  redis.call('ZADD', KEYS[17], ARGV[16], successor)
+  redis.call('SET', KEYS[15], ARGV[13], 'EX', ARGV[4])
+  redis.call('SET', KEYS[16], '1', 'PX', ARGV[15])
+  for i = 2, #leftovers do redis.call('RPUSH', KEYS[17], leftovers[i]) end
   redis.call('EXPIRE', KEYS[17], ARGV[4])
-  redis.call('ZADD', KEYS[11], ARGV[17], successor)
-  if KEYS[13] ~= '' then redis.call('LINSERT', KEYS[13], 'AFTER', ARGV[9], successor) end
+  redis.call('ZADD', KEYS[18], ARGV[16], successor)
+  redis.call('EXPIRE', KEYS[18], ARGV[4])
+  redis.call('ZADD', KEYS[12], ARGV[17], successor)
+  if KEYS[14] ~= '' then redis.call('LINSERT', KEYS[14], 'AFTER', ARGV[9], successor) end
   redis.call('SET', KEYS[9], leftovers[1], 'EX', ARGV[4])
 end
 if ARGV[5] ~= '' then
@@ -177,11 +178,11 @@ if ARGV[5] ~= '' then
     redis.call(ARGV[6], KEYS[7], '{"next":{"executionId":"' .. successor .. '"}}')
   end
 end
-if KEYS[10] then
-  redis.call('ZREM', KEYS[10], ARGV[9])
+if KEYS[11] then
   redis.call('ZREM', KEYS[11], ARGV[9])
   redis.call('ZREM', KEYS[12], ARGV[9])
-  leave_line(KEYS[13], ARGV[9], ARGV[10], ARGV[11])
+  redis.call('ZREM', KEYS[13], ARGV[9])
+  leave_line(KEYS[14], ARGV[9], ARGV[10], ARGV[11])
 end
 local reply = {'ok', successor}
 for i, r in ipairs(leftovers) do reply[i + 2] = r end
@@ -309,6 +310,11 @@ class ExecutionStore:
             lease_seconds=settings.lease_seconds,
         )
 
+    def stored_items(self, execution_id: str) -> list[dict[str, Any]] | None:
+        """The first items stored beside the record (core/task.py), None if they are gone."""
+        raw = self.client.get(self.keys.execution_items(execution_id))
+        return None if raw is None else json.loads(raw)
+
     def load_scripts(self) -> None:
         """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
         (in a cluster, SCRIPT LOAD goes to every primary)."""
@@ -329,15 +335,18 @@ class ExecutionStore:
         return [r for r in map(_decoded, raws) if r is not None]
 
     # --- the api's steps ------------------------------------------------------------------
-    def create(self, record: ExecutionRecord) -> None:
+    def create(self, record: ExecutionRecord, items: bytes | None = None) -> None:
         """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
-        and take a place in its session's line."""
+        and take a place in its session's line; `items`: its first items as JSON, when too large
+        for the task's message (core/task.py)."""
         execution_id = record.id
         line = self.lines.key(record)
         queue_deadline = now_ms() + self.queue_timeout_ms
         own = self.client.pipeline(transaction=not self.cluster)
         own.set(self.keys.execution(execution_id), record.encode(), ex=self.ttl)
         own.set(self.keys.execution_queued(execution_id), "1", px=self.queue_timeout_ms)
+        if items is not None:
+            own.set(self.keys.execution_items(execution_id), items, ex=self.ttl)
         if self.cluster:
             own.execute()  # the record first: a line's head with no record is dropped as gone
             own = self.client.pipeline(transaction=False)
@@ -552,6 +561,7 @@ class ExecutionStore:
             self.keys.execution_events(execution_id),
             self.keys.execution_taken(execution_id),
             self.keys.execution_next(execution_id),
+            self.keys.execution_items(execution_id),
         ]
         line = self.lines.key(current) or ""
         if self.cluster:

@@ -71,6 +71,16 @@ def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     return text
 
 
+def dumps_bytes(value: Any) -> bytes:
+    """`dumps` as UTF-8, written in C when it can be (orjson: a 16 MiB body in tens of
+    milliseconds, where the json module takes hundreds); orjson refuses what it cannot write as
+    `dumps` would (a lone surrogate, an integer past 64 bits), and `dumps` writes that."""
+    try:
+        return orjson.dumps(value)  # NaN and the infinities as null, as `dumps`
+    except (TypeError, orjson.JSONEncodeError):
+        return dumps(value).encode()
+
+
 def well_formed(text: str) -> str:
     """Text that UTF-8 can carry: a lone surrogate becomes U+FFFD, as Node.js writes it."""
     if text.isascii():

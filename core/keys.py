@@ -21,6 +21,8 @@
 | execution:<id>:replies           | LIST    | chat messages that arrived while it was not waiting: its  |
 |                                  |         | next replies, in order (responseNodes)                    |
 | execution:<id>:taken             | STRING  | the reply a Chat node's wait last took, for a retry of it |
+| execution:<id>:items             | STRING  | its first items when too large for the task's message;    |
+|                                  |         | TTL (core/task.py)                                        |
 | execution:<id>:next              | STRING  | the message its session's next execution started with,   |
 |                                  |         | when its end started that one (a retry of the end reads)  |
 | execution:<id>:stop              | STRING  | set when a stop was asked for; short TTL                  |
@@ -216,6 +218,9 @@ class Keys:
 
     def execution_next(self, execution_id: str) -> str:
         return self._execution(execution_id, ":next")
+
+    def execution_items(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":items")
 
     def execution_token(self, execution_id: str) -> str:
         return self._execution(execution_id, ":token")

@@ -4,6 +4,11 @@ It crosses from the api (or a worker that resumes a wait) to whichever worker ta
 the task's one JSON argument. It carries the record as it was when the task was sent, so the
 claim can compare-and-set on its revision without reading it first, and what the engine needs
 to start (or continue) the execution.
+
+Items larger than ITEMS_INLINE_BYTES as JSON (a 16 MiB webhook body) are not in the message:
+Celery would encode them three times over (JSON, base64, its envelope) on the api's event loop,
+holding every other request meanwhile. They are encoded once, in C (orjson), and stored beside
+the record (`execution:<id>:items`, written with it); the message says `itemsStored`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.execution_record import ExecutionRecord
+
+# Beyond this, items go to Redis rather than into the task's message (see above).
+ITEMS_INLINE_BYTES = 64 * 1024
 
 
 class PayloadError(ValueError):
@@ -34,6 +42,8 @@ class TaskPayload:
     reply: dict[str, Any] | None = None
     # A waiting execution whose time limit passed: continued with no reply.
     expired: bool = False
+    # The items are stored beside the record (too large for the message): the worker reads them.
+    items_stored: bool = False
 
     @property
     def resumes(self) -> bool:
@@ -59,6 +69,9 @@ class TaskPayload:
             message["reply"] = self.reply
         if self.expired:
             message["expired"] = True
+        if self.items_stored:
+            message["itemsStored"] = True
+            message["items"] = []
         return message
 
     @classmethod
@@ -78,6 +91,7 @@ class TaskPayload:
             push_ref=message.get("pushRef"),
             reply=message.get("reply"),
             expired=bool(message.get("expired")),
+            items_stored=bool(message.get("itemsStored")),
         )
 
     @classmethod

@@ -195,6 +195,12 @@ class ExecutionRunner:
     def _reply(self, record: ExecutionRecord, message: dict[str, Any]) -> None:
         self._step(lambda: self.store.reply(record, message), "the next execution's replies")
 
+    def _stored_items(self, execution_id: str) -> list[dict[str, Any]]:
+        items = self._step(lambda: self.store.stored_items(execution_id), "the items")
+        if items is None:
+            raise LookupError("the items of this execution are gone (expired?)")
+        return items
+
     def _reap(self, execution_id: str) -> None:
         self._step(lambda: self.store.reap(execution_id), "reaping the session's head")
 
@@ -204,6 +210,8 @@ class ExecutionRunner:
         deadline = time.monotonic() + self.timeout_seconds
         try:
             resume = self.conversations.resume(payload, running)
+            if payload.items_stored:  # too large for the task's message (core/task.py)
+                payload.items = self._stored_items(running.id)
         except LookupError as err:
             run = Run(status=Status.ERROR, error=str(err))
             return self._finish(payload, running, run, claim)

@@ -183,3 +183,16 @@ def test_a_failed_run_in_last_node_mode_is_a_500_with_the_error(deployment):
     assert body["message"] == "Error in workflow"
     assert "Cannot read properties of undefined" in body["error"]
     assert deployment.execution(response.headers["x-execution-id"])["status"] == "error"
+
+
+def test_a_large_body_goes_to_its_worker_beside_the_record_not_in_the_tasks_message(deployment):
+    """Past 64 KiB the items are stored once beside the record, for the worker to read, and
+    dropped with the execution's end (tests/api/test_launcher.py: what the task carries)."""
+    workflow = deployment.activate(fresh_ids(example(GREETING)))
+    path = workflow["nodes"][0]["parameters"]["path"]
+    name = "Ada" + "a" * 200_000
+    response = httpx.post(f"{deployment.base}/webhook/{path}", json={"name": name}, timeout=30)
+    assert response.status_code == 200
+    assert response.json() == {"greeting": f"Hello, {name}!", "length": len(name)}
+    execution_id = response.headers["x-execution-id"]
+    assert not deployment.redis.exists(deployment.keys.execution_items(execution_id))  # its end
