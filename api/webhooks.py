@@ -99,7 +99,7 @@ def webhook_item(path: str) -> dict[str, Any]:
     elif request.mimetype == "multipart/form-data":
         body = request.form.to_dict()  # read as it streams in; files go to temporary files
     else:
-        body = request.get_data(as_text=True) or {}
+        body = bodies.read(request).decode("utf-8", "replace") or {}
     return {
         "headers": {k.lower(): v for k, v in request.headers.items()},
         "params": {},
