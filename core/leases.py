@@ -13,8 +13,30 @@ where reapers look for leases that may have run out; the lease key is the truth,
 from __future__ import annotations
 
 from core.clock import now_ms
+from core.execution_record import LUA_HEADER
 from core.keys import Keys
 from core.redis_clients import is_cluster
+
+# A lease is renewed only while its execution is still this worker's: `running` under this
+# worker's claim, or `new` with the lease this worker took to hold it for its session's turn.
+# A renewal that crosses the execution's end (or its wait) must not bring back the lease that
+# step deleted. Sent as EVAL (not EVALSHA): it goes in a pipeline, to any node of a cluster,
+# with nothing to load first.
+# KEYS: record, lease; ARGV: token, lease ms
+_RENEW = f"""
+local raw = redis.call('GET', KEYS[1])
+local status, rev, claim  -- rev unused
+if raw then status, rev, claim = string.match(raw, '{LUA_HEADER}') end
+if status == 'running' and claim == ARGV[1] then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if status == 'new' and redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"""
 
 
 class LeaseStore:
@@ -44,8 +66,11 @@ class LeaseStore:
         deadline = now_ms() + self.lease_ms
         pipe = self.client.pipeline(transaction=False)
         for execution_id, token in held.items():
-            pipe.set(self.keys.execution_lease(execution_id), token, px=self.lease_ms)
-        pipe.zadd(self.keys.running(), dict.fromkeys(held, deadline))
+            keys = (self.keys.execution(execution_id), self.keys.execution_lease(execution_id))
+            # (as a command: a cluster's pipeline has no eval(), yet routes EVAL by its keys)
+            pipe.execute_command("EVAL", _RENEW, 2, *keys, token, self.lease_ms)
+        # XX: an execution that ended meanwhile left the index, and stays out of it.
+        pipe.zadd(self.keys.running(), dict.fromkeys(held, deadline), xx=True)
         pipe.execute()
 
     def candidates(self, limit: int = 100) -> list[str]:

@@ -60,6 +60,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.finished: set[str] = set()
         self.sent: dict[str, list[str]] = {}  # replies handed to each execution
         self.taken: dict[str, list[str]] = {}  # ...and taken by its waits or its end
+        self.tokens: dict[str, list[str]] = {}  # every claim a worker made on each execution
         self.counter = 0
 
     def teardown(self) -> None:
@@ -107,6 +108,7 @@ class Lifecycle(RuleBasedStateMachine):
         token = f"{worker}x{self.counter}"
         self.counter += 1
         running = task.next(status=Status.RUNNING, claim=token)
+        self.tokens.setdefault(execution, []).append(token)
         if self.store.claim(task, running):
             earlier = self.order[task.session_id][: self.order[task.session_id].index(execution)]
             assert all(e in self.finished for e in earlier), "claimed out of its session's order"
@@ -149,6 +151,13 @@ class Lifecycle(RuleBasedStateMachine):
         if retry:
             assert self.store.finish(running, final, "").outcome in ("already", "refused")
 
+    @rule(execution=executions, pick=st.integers(min_value=0, max_value=3))
+    def renew(self, execution, pick):
+        """A worker's heartbeat renews what it held when it looked, perhaps no longer its."""
+        tokens = self.tokens.get(execution)
+        if tokens:
+            self.leases.renew({execution: tokens[pick % len(tokens)]})
+
     # --- faults -----------------------------------------------------------------------------
     @rule(execution=executions)
     def lose_lease(self, execution):
@@ -179,6 +188,14 @@ class Lifecycle(RuleBasedStateMachine):
             if first_unfinished is not None:
                 line = self.keys.session_queue("wf", session)
                 assert self.store.lines.turn(first_unfinished, line).mine, "a turn was lost"
+
+    @invariant()
+    def only_a_new_or_running_execution_holds_a_lease(self):
+        for execution_id in self.tokens:
+            if self.store.get(execution_id).status in (Status.NEW, Status.RUNNING):
+                continue
+            assert not self.redis.exists(self.keys.execution_lease(execution_id)), execution_id
+            assert self.redis.zscore(self.keys.running(), execution_id) is None, execution_id
 
     @invariant()
     def no_reply_is_lost(self):

@@ -144,19 +144,51 @@ def test_reaping_comes_round_once_a_second(worker):
     assert worker.status(lost) == Status.CRASHED
 
 
-def test_the_heartbeat_renews_what_this_worker_holds(store, stops):
-    lease_store = LeaseStore(store.client, store.keys, 5.0)
+def _claimed(store: ExecutionStore, token: str) -> str:
     record = ExecutionRecord(secrets.token_hex(8), "w1")
     store.create(record)
-    stops.add(record.id, "mine")
+    assert store.claim(record, record.next(status=Status.RUNNING, claim=token))
+    return record.id
+
+
+def test_the_heartbeat_renews_what_this_worker_holds(store, stops):
+    lease_store = LeaseStore(store.client, store.keys, 5.0)
+    running = _claimed(store, "mine")
+    store.client.pexpire(store.keys.execution_lease(running), 100)
+    held = ExecutionRecord(secrets.token_hex(8), "w1")  # waits for its session's turn
+    store.create(held)
+    lease_store.hold(held.id, "mine")
+    store.client.pexpire(store.keys.execution_lease(held.id), 100)
+    stops.add(running, "mine")
+    stops.add(held.id, "mine")
     heartbeat = Heartbeat(stops, lambda: lease_store)
     heartbeat.start()
     try:
         wait_until(lambda: heartbeat.beats >= 1, 5, "a heartbeat")
-        assert store.client.get(store.keys.execution_lease(record.id)) == "mine"
-        assert 4000 < store.client.pttl(store.keys.execution_lease(record.id)) <= 5000
+        for execution_id in (running, held.id):
+            assert store.client.get(store.keys.execution_lease(execution_id)) == "mine"
+            assert 4000 < store.client.pttl(store.keys.execution_lease(execution_id)) <= 5000
     finally:
         heartbeat.close()
+
+
+def test_a_renewal_never_brings_back_the_lease_of_an_execution_that_ended_or_is_not_its(store):
+    """The heartbeat read what it holds just before the execution ended: its renewal comes
+    after the end, and must leave no lease and no entry in the reapers' index behind."""
+    lease_store = LeaseStore(store.client, store.keys, 5.0)
+    ended = _claimed(store, "mine")
+    running = store.get(ended)
+    store.finish(running, running.next(status=Status.SUCCESS), "")
+    other = _claimed(store, "theirs")  # claimed by another worker
+    queued = ExecutionRecord(secrets.token_hex(8), "w1")  # not held by anyone yet
+    store.create(queued)
+    lease_store.renew({ended: "mine", other: "mine", queued.id: "mine", "gone": "mine"})
+    assert store.client.exists(store.keys.execution_lease(ended)) == 0
+    assert store.client.zscore(store.keys.running(), ended) is None
+    assert store.client.get(store.keys.execution_lease(other)) == "theirs"
+    assert store.client.exists(store.keys.execution_lease(queued.id)) == 0
+    assert store.client.exists(store.keys.execution_lease("gone")) == 0
+    assert store.client.zscore(store.keys.running(), "gone") is None
 
 
 def test_the_heartbeat_beats_while_the_other_threads_hold_the_interpreter(store, stops):
@@ -199,7 +231,9 @@ def test_a_heartbeat_that_fails_is_logged_and_the_next_one_renews(
 ):
     monkeypatch.setattr(leases_module, "RENEW_EVERY_SECONDS", 0.05)
     failing = FailingOnce(store.client, store.keys, 5.0, error=error)
-    stops.add("e1", "mine")
+    running = _claimed(store, "mine")
+    store.client.delete(store.keys.execution_lease(running))  # the failed beat did not renew
+    stops.add(running, "mine")
     heartbeat = Heartbeat(stops, lambda: failing)
     heartbeat.start()
     try:
@@ -207,7 +241,7 @@ def test_a_heartbeat_that_fails_is_logged_and_the_next_one_renews(
     finally:
         heartbeat.close()
     assert message in caplog.text
-    assert store.client.get(store.keys.execution_lease("e1")) == "mine"
+    assert store.client.get(store.keys.execution_lease(running)) == "mine"
 
 
 def test_a_shutdown_stops_what_outlives_its_grace_period(worker):
