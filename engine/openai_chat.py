@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from engine import model_connection
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
 from engine.services import Spawn, spawn_thread
@@ -288,6 +289,7 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> httpx.Client:
             client = httpx.Client(
                 headers=headers, timeout=s.timeout, limits=LIMITS, verify=tls, trust_env=True
             )
+            model_connection.install(client)  # no 40 ms stall when kept alive (issue 26)
             if len(_CLIENTS) >= MAX_CLIENTS:
                 # Not closed here: an execution may still be reading from it. Its pooled
                 # connections close once it is no longer referenced.

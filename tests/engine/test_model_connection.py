@@ -1,0 +1,197 @@
+"""The model client's kept-alive connections against a server that leaves Nagle's algorithm on
+(issue 26): on such a connection every first token waited for our delayed ACK, about 40 ms.
+Over plain HTTP and over TLS (engine/model_connection.py wraps httpcore's TLS streams too)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from engine import openai_chat
+from engine.openai_chat import OpenAiChatModel, OpenAiSettings
+from memory.messages import human
+
+KEY = "sk-test-SECRET-123"
+PIECES = ("Hello", " there", "!")
+CALLS = 5
+
+
+class NaglingServer:
+    """A naive HTTP/1.1 server: keep-alive, TCP_NODELAY off on its sockets, the status line and
+    headers in one send, then each chunk of the SSE body in a send of its own. Every request
+    gets the same instant answer. It counts accepted connections and the reads (recv calls)
+    each request took."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._tls = tls
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        scheme = "https" if tls else "http"
+        self.base_url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}/v1"
+        self.accepted = 0  # connections
+        self.reads: list[int] = []  # per request
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stop(self) -> None:
+        # shutdown, not close: it wakes the threads blocked in accept and recv.
+        for sock in (self._listener, *self._open):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # stopped
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+            self.accepted += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self._tls:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            self._open.append(conn)
+            buffer = b""
+            while True:
+                buffer = self._read_request(conn, buffer)
+                self._answer(conn)
+        except OSError:
+            return  # the client (or stop) closed the connection
+        finally:
+            conn.close()
+
+    def _read_request(self, conn: socket.socket, buffer: bytes) -> bytes:
+        """Reads one request and returns what came after it."""
+        reads = 0
+        while b"\r\n\r\n" not in buffer or len(buffer) < _request_length(buffer):
+            data = conn.recv(65536)
+            if not data:
+                raise ConnectionError("closed")
+            buffer += data
+            reads += 1
+        self.reads.append(reads)
+        return buffer[_request_length(buffer) :]
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        for piece in PIECES:
+            delta = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+            conn.sendall(_chunk(b"data: %s\n\n" % json.dumps(delta).encode()))
+        conn.sendall(_chunk(b"data: [DONE]\n\n"))
+        conn.sendall(b"0\r\n\r\n")
+
+
+def _request_length(buffer: bytes) -> int:
+    head, _, _ = buffer.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return len(head) + 4 + length
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class Pumps:
+    """Runs each answer's pump on a thread the test can join: once joined, the answer was read
+    to its end and its connection is back in the pool, ready for the next call at once."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+
+    def __call__(self, fn: Callable[[], None]) -> Callable[[], None]:
+        thread = threading.Thread(target=fn, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return lambda: None
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=10)
+            assert not thread.is_alive(), "a pump never finished"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> str:
+    """A self-signed certificate for 127.0.0.1, key included (PEM)."""
+    pem = tmp_path_factory.mktemp("tls") / "server.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(pem), "-out", str(pem)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return str(pem)
+
+
+@pytest.fixture(params=["http", "https"])
+def server(request, monkeypatch) -> Iterator[NaglingServer]:
+    tls = None
+    if request.param == "https":
+        pem = request.getfixturevalue("certificate")
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(pem)
+        # The process's one client TLS context, trusting this certificate alone.
+        monkeypatch.setattr(openai_chat, "_TLS", [ssl.create_default_context(cafile=pem)])
+    server = NaglingServer(tls)
+    yield server
+    server.stop()
+
+
+def first_token_ms(server: NaglingServer, calls: int) -> list[float]:
+    """Milliseconds from each call's start to its first token, the calls back to back (as an
+    Agent's tool rounds are): Linux delays its ACKs only when a request follows the previous
+    answer within its delayed-ACK timeout."""
+    pumps = Pumps()
+    model = OpenAiChatModel(OpenAiSettings(base_url=server.base_url), KEY, spawn=pumps)
+    figures = []
+    for _ in range(calls):
+        figures.append(one_call_ms(model))
+        pumps.join()
+    return figures
+
+
+def one_call_ms(model: OpenAiChatModel) -> float:
+    tokens: list[float] = []
+    start = time.monotonic()
+    reply = model.invoke([human("hi")], [], lambda _: tokens.append(time.monotonic()))
+    assert reply.content == "".join(PIECES)
+    return (tokens[0] - start) * 1000
+
+
+def test_no_delayed_ack_stall_on_a_kept_alive_connection(server):
+    figures = first_token_ms(server, CALLS)
+    assert server.accepted == 1  # every call after the first reused the connection
+    # The server answers at once: 40 ms more is our delayed ACK (the first call, on a new
+    # connection, also pays for the connection and the client's setup).
+    assert max(figures[1:]) < 25, f"first token of each call (ms): {figures}"
+
+
+def test_each_request_reaches_the_server_in_one_read(server):
+    first_token_ms(server, CALLS)
+    assert server.reads == [1] * CALLS  # headers and body in one write
+
+
+def test_the_connections_are_tcp_nodelay(server):
+    client = openai_chat._shared_client(OpenAiSettings(base_url=server.base_url), KEY)
+    with client.stream("POST", f"{server.base_url}/chat/completions", content=b"{}") as response:
+        sock = response.extensions["network_stream"].get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        response.read()
