@@ -37,9 +37,10 @@ def install(client: httpx.Client) -> None:
     """Gives the client's direct connections our sockets (a proxy's, from the environment, keep
     httpcore's). httpx 0.28 takes no network backend (encode/httpx pull request 3749), so it is
     set on the pool of the transport httpx built with the client's own settings."""
-    transport = client._transport
-    assert isinstance(transport, httpx.HTTPTransport)
-    transport._pool._network_backend = Backend()
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    if isinstance(pool, httpcore.ConnectionPool) and hasattr(pool, "_network_backend"):
+        pool._network_backend = Backend()
+    # else: another httpx layout; its default sockets still work, only the stall comes back
 
 
 class Backend(httpcore.SyncBackend):
