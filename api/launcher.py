@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from api.relay import Relay, Stream
 from api.task_sender import TaskSender
@@ -22,7 +22,7 @@ from core.settings import Settings
 from core.task import ITEMS_INLINE_BYTES, TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.workflow import Workflow
-from worker.celery_app import send_execution
+from worker.celery_app import redis_message, send_execution, writes_own_messages
 
 if TYPE_CHECKING:
     from worker.runtime import WorkerRuntime
@@ -49,6 +49,7 @@ class Launcher:
         self._publish_lock = threading.Lock()
         self._runtime: WorkerRuntime | None = None
         self._sender = TaskSender(self._send_task)
+        self._own_messages = writes_own_messages(settings)  # else Celery sends them
         self._snapshots = WorkflowSnapshots(store.client, keys, settings.executions_ttl)
 
     @property
@@ -81,32 +82,56 @@ class Launcher:
             response_mode=response_mode,
         )
         stored = self._large(items)
+        payload = TaskPayload(
+            record=record,
+            start_node=trigger,
+            items=[] if stored is not None else items,
+            items_stored=stored is not None,
+            streaming=response_mode == "streaming" if streaming is None else streaming,
+            response_mode=response_mode,
+            push_ref=push_ref,
+            **self._workflow(raw),
+        )
+        # responseNodes answers at once too: its messages reach the chat WebSocket.
+        streams = response_mode not in ("onReceived", "responseNodes")
+        if self._own_messages:
+            return self._record_and_enqueue(record, stored, payload, streams)
         self.store.create(record, stored)
         stream = None
         try:
-            # responseNodes answers at once too: its messages reach the chat WebSocket.
-            if response_mode not in ("onReceived", "responseNodes"):
+            if streams:
                 stream = self._open_stream(self.keys.execution_events(record.id))
-            self._enqueue(
-                TaskPayload(
-                    record=record,
-                    start_node=trigger,
-                    items=[] if stored is not None else items,
-                    items_stored=stored is not None,
-                    streaming=response_mode == "streaming" if streaming is None else streaming,
-                    response_mode=response_mode,
-                    push_ref=push_ref,
-                    **self._workflow(raw),
-                )
-            )
+            self._enqueue(payload)
         except Exception as err:
-            # Never leave a `new` record behind: it would hold its session's line until the
-            # queue timeout. Failing it also hands the turn to the next message.
-            if stream is not None:
-                self.relay.unsubscribe(stream)
-            self.store.fail_start(record, f"could not start: {err}")
-            raise LaunchError(f"the execution could not be started: {err}") from err
+            self._not_started(record, stream, err)
         return Launch(record.id, stream)
+
+    def _record_and_enqueue(self, record: ExecutionRecord, stored: bytes | None,
+                            payload: TaskPayload, streams: bool) -> Launch:  # fmt: skip
+        """The broker is this Redis: subscribed first (no event can come before the relay
+        hears it), then the record and its task in one transaction."""
+        stream = None
+        try:
+            if streams:
+                stream = self._open_stream(self.keys.execution_events(record.id))
+        except Exception as err:  # nothing recorded yet
+            raise LaunchError(f"the execution could not be started: {err}") from err
+        queue = self.settings.task_queue
+        try:
+            self.store.create(record, stored, task=(queue, redis_message(payload, queue)))
+        except Exception as err:  # perhaps written after all: failed, its task is dropped
+            self._not_started(record, stream, err)
+        return Launch(record.id, stream)
+
+    def _not_started(
+        self, record: ExecutionRecord, stream: Stream | None, err: Exception
+    ) -> NoReturn:
+        # Never leave a `new` record behind: it would hold its session's line until the queue
+        # timeout. Failing it also hands the turn to the next message.
+        if stream is not None:
+            self.relay.unsubscribe(stream)
+        self.store.fail_start(record, f"could not start: {err}")
+        raise LaunchError(f"the execution could not be started: {err}") from err
 
     def _large(self, items: list[dict[str, Any]]) -> bytes | None:
         """Items too large for the task's message, as the JSON stored beside the record
@@ -149,7 +174,8 @@ class Launcher:
         if self.settings.executions_mode == "regular":
             return
         self.relay.warm()
-        self._sender.call(self._warm_producer)
+        if not self._own_messages:
+            self._sender.call(self._warm_producer)
 
     def _warm_producer(self) -> None:
         with self._publish_lock:
@@ -168,6 +194,10 @@ class Launcher:
         if self.settings.executions_mode == "regular":
             message = payload.encode()
             threading.Thread(target=self._local_runtime().run, args=(message,), daemon=True).start()
+            return
+        if self._own_messages:
+            queue = self.settings.task_queue
+            self.store.client.lpush(queue, redis_message(payload, queue))
             return
         self._sender.send(payload)  # sent by one thread of this process: api/task_sender.py
 

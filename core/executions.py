@@ -335,10 +335,17 @@ class ExecutionStore:
         return [r for r in map(_decoded, raws) if r is not None]
 
     # --- the api's steps ------------------------------------------------------------------
-    def create(self, record: ExecutionRecord, items: bytes | None = None) -> None:
+    def create(
+        self,
+        record: ExecutionRecord,
+        items: bytes | None = None,
+        task: tuple[str, bytes] | None = None,
+    ) -> None:
         """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
         and take a place in its session's line; `items`: its first items as JSON, when too large
-        for the task's message (core/task.py)."""
+        for the task's message (core/task.py). `task`: (queue, message) when the broker is this
+        Redis (worker/celery_app.py `redis_message`): the task is enqueued in the same
+        transaction, so no execution is ever recorded without its task, nor the reverse."""
         execution_id = record.id
         line = self.lines.key(record)
         queue_deadline = now_ms() + self.queue_timeout_ms
@@ -356,6 +363,10 @@ class ExecutionStore:
         if line:
             own.rpush(line, execution_id)
             own.expire(line, self.ttl)
+        if task is not None:
+            if self.cluster:
+                raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
+            own.lpush(*task)
         own.execute()
 
     def fail_start(self, record: ExecutionRecord, error: str) -> bool:

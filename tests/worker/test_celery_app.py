@@ -9,8 +9,17 @@ import sys
 import pytest
 from celery import signals
 
+from core.execution_record import ExecutionRecord
 from core.settings import Settings
-from worker.celery_app import TASK_NAME, connect_worker_signals, create_celery
+from core.task import TaskPayload
+from worker.celery_app import (
+    TASK_NAME,
+    connect_worker_signals,
+    create_celery,
+    redis_message,
+    send_execution,
+    writes_own_messages,
+)
 
 WORKER_SIGNALS = (signals.worker_ready, signals.worker_shutting_down, signals.worker_shutdown)
 
@@ -89,3 +98,45 @@ def test_importing_the_task_name_does_not_import_celery():
     # The api imports TASK_NAME; only a process that sends or runs tasks needs Celery.
     code = "import sys, worker.celery_app; assert 'celery' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_message_the_api_writes_is_the_one_celery_sends(redis_url, redis_client, keys):
+    """The api writes a task's message itself when the broker is its Redis (redis_message):
+    what kombu reads back from it is what Celery's own send_task would have sent."""
+    queue = keys.prefix + "queue"
+    settings = Settings(redis_url=redis_url, broker_url=redis_url, task_queue=queue)
+    assert writes_own_messages(settings)
+    app = create_celery(settings)
+    record = ExecutionRecord("e1", "wf1", session_id="s\u00e9", mode="webhook")
+    items = [{"json": {"chatInput": "caf\u00e9 \U0001f600", "n": 1.5, "none": None}}]
+    payload = TaskPayload(record=record, start_node="Trigger", items=items, streaming=True,
+                          response_mode="streaming", workflow_ref="v1")  # fmt: skip
+    send_execution(app, payload)
+    redis_client.lpush(queue, redis_message(payload, queue))
+    with app.connection_for_read() as connection:
+        reader = connection.SimpleQueue(queue, no_ack=True)
+        celerys, ours = reader.get(timeout=5), reader.get(timeout=5)  # LPUSH, BRPOP: in order
+        reader.close()
+    embed = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+    assert ours.decode() == celerys.decode() == [[payload.encode()], {}, embed]
+    assert ours.headers.pop("origin") and celerys.headers.pop("origin")  # pid@host
+    assert ours.headers == celerys.headers
+    assert ours.headers["task"] == TASK_NAME and ours.headers["id"] == "e1"
+    assert ours.content_type == celerys.content_type == "application/json"
+    assert ours.delivery_info["routing_key"] == celerys.delivery_info["routing_key"] == queue
+    assert TaskPayload.decode(ours.decode()[0][0]).record == record
+
+
+@pytest.mark.parametrize(
+    ("changes", "own"),
+    [
+        ({}, True),
+        ({"broker_url": "amqp://guest@localhost//"}, False),
+        ({"broker_url": "redis://elsewhere:6379/0"}, False),
+        ({"redis_cluster": True, "broker_url": "redis://broker:6379/0"}, False),
+        ({"executions_mode": "regular"}, False),
+    ],
+)
+def test_the_api_writes_its_own_messages_only_where_the_broker_is_its_redis(changes, own):
+    url = "redis://redis:6379/0"
+    assert writes_own_messages(Settings(**{"redis_url": url, "broker_url": url, **changes})) is own
