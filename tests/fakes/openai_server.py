@@ -13,7 +13,8 @@ Model node can be tested end to end without a network:
 `fail` modes: "401", "404" (model not found), "429" (with `retry-after`), "500", "malformed"
 (garbage SSE line after two tokens), "bad_args" (a tool call whose arguments are not JSON),
 "hang" (reads the request, never answers), "drop" (closes the connection mid-stream).
-Requests are recorded in `server.requests` (path, lower-cased headers, body) and never printed;
+Requests are recorded in `server.requests` (path, lower-cased headers, body, the
+`at` monotonic time it arrived) and never printed;
 `server.sent` holds (monotonic time, kind, piece) for each streamed piece as it was flushed.
 The 401 answer echoes the API key on purpose, as some servers do: the client must not repeat it.
 """
@@ -104,11 +105,15 @@ class FakeOpenAI(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 
-    def record(self, path: str, headers: dict[str, str], body: Any, peer: Any = None) -> str | None:
-        """Keep the request (and the client's address: one per connection); answer which
-        failure (if any) it gets."""
+    def record(
+        self, path: str, headers: dict[str, str], body: Any, peer: Any = None, at: float = 0.0
+    ) -> str | None:
+        """Keep the request (the client's address: one per connection; `at`: the monotonic time
+        its first line was read); answer which failure (if any) it gets."""
         with self._lock:
-            self.requests.append({"path": path, "headers": headers, "body": body, "peer": peer})
+            self.requests.append(
+                {"path": path, "headers": headers, "body": body, "peer": peer, "at": at}
+            )
             first_n = self.fail_count is None or len(self.requests) <= self.fail_count
             return self.fail if first_n else None
 
@@ -139,10 +144,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_POST(self) -> None:
+        at = time.monotonic()  # its line and headers were just read
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         headers = {k.lower(): v for k, v in self.headers.items()}
-        fail = self.server.record(self.path, headers, body, self.client_address)
+        fail = self.server.record(self.path, headers, body, self.client_address, at)
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._json(404, {"detail": "Not Found"})
         if fail == "hang":
