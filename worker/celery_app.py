@@ -41,6 +41,9 @@ def create_celery(settings: Settings | None = None) -> Celery:
     """The app and its task; no signal handlers (see connect_worker_signals)."""
     from celery import Celery
 
+    from worker import broker
+
+    broker.install()
     settings = settings or Settings.from_env()
     app = Celery("mini_n8n", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
@@ -79,6 +82,9 @@ def connect_worker_signals(app: Celery) -> None:
     from celery import signals
 
     def ready(**_):
+        # The task's (disabled) result backend, built once: Celery keeps the app's per thread,
+        # which under gevent is per greenlet, so every task built and looked one up anew.
+        app.tasks[TASK_NAME].backend = app.backend
         # Warm start: load and build what the first execution needs before taking a task. Then
         # start the runtime's background threads now, not lazily: they renew leases, reap
         # executions of lost workers, and watch over this worker's own shutdown. Then /metrics.
