@@ -9,13 +9,15 @@ import json
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+import httpcore
 import pytest
 
-from engine import openai_chat
+from engine import model_connection, openai_chat
 from engine.openai_chat import OpenAiChatModel, OpenAiSettings
 from memory.messages import human
 
@@ -195,3 +197,27 @@ def test_the_connections_are_tcp_nodelay(server):
         sock = response.extensions["network_stream"].get_extra_info("socket")
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         response.read()
+
+
+def test_an_idle_connection_is_readable_only_once_the_server_sent_or_closed():
+    """What httpcore asks of each idle pooled connection before it reuses one, answered with a
+    look that never waits (under gevent too: the unpatched poll)."""
+    ours, theirs = socket.socketpair()
+    stream = model_connection.Stream(httpcore._backends.sync.SyncStream(ours))
+    try:
+        assert stream.get_extra_info("is_readable") is False
+        theirs.close()  # the server let the idle connection go
+        assert stream.get_extra_info("is_readable") is True
+    finally:
+        stream.close()
+
+
+def test_under_gevent_the_look_is_the_c_librarys_poll_not_gevents():
+    code = (
+        "from gevent import monkey; monkey.patch_all()\n"
+        "import select, gevent.select\n"
+        "from engine import model_connection\n"
+        "assert select.poll is gevent.select.poll\n"
+        "assert model_connection._POLL is not gevent.select.poll\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
