@@ -35,7 +35,7 @@ from __future__ import annotations
 import builtins  # `list` below is a method name: annotations past it say builtins.list
 import json
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 from core import events, liveness
@@ -73,7 +73,8 @@ local function leave_line(line, id, prefix, suffix)
 end
 """
 
-# KEYS: record, lease, queued, [running index, queued index]
+# Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
+# KEYS: record, lease, queued, stop, [running index, queued index]
 # ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
 _CLAIM = (
     _HEADER
@@ -81,17 +82,17 @@ _CLAIM = (
 local status, rev, claim = header(redis.call('GET', KEYS[1]))
 if status == 'running' and claim == ARGV[5] then
   redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
-  return 1
+  return 1 + redis.call('EXISTS', KEYS[4])
 end
 if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
 redis.call('DEL', KEYS[3])
-if KEYS[4] then
-  redis.call('ZADD', KEYS[4], ARGV[7], ARGV[6])
-  redis.call('ZREM', KEYS[5], ARGV[6])
+if KEYS[5] then
+  redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
+  redis.call('ZREM', KEYS[6], ARGV[6])
 end
-return 1
+return 1 + redis.call('EXISTS', KEYS[4])
 """
 )
 
@@ -254,6 +255,14 @@ end
 return 'resumed'
 """
 )
+
+
+class Claimed(IntEnum):
+    """What a claim found; falsy when the execution was not claimed."""
+
+    NOT = 0
+    CLAIMED = 1
+    STOP_ASKED = 2  # claimed, and a stop was asked for before: it is to end canceled at once
 
 
 class Reply(StrEnum):
@@ -423,21 +432,23 @@ class ExecutionStore:
         return self._end_step(record, canceled, {Status.NEW, Status.WAITING}, result=final).written
 
     # --- a worker's steps -----------------------------------------------------------------
-    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> bool:
+    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> Claimed:
         """`new -> running` with this worker's lease, if the record is still the `record`
-        the task carried (same revision); True again for a retry of this very claim."""
+        the task carried (same revision); claimed again for a retry of this very claim. Whether
+        a stop was asked for already comes with it (falsy: not claimed)."""
         execution_id = record.id
         keys = [
             self.keys.execution(execution_id),
             self.keys.execution_lease(execution_id),
             self.keys.execution_queued(execution_id),
+            self.keys.execution_stop(execution_id),
         ]
         if not self.cluster:
             keys += [self.keys.running(), self.keys.queued()]
         deadline = now_ms() + self.lease_ms
         args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
                 execution_id, deadline]  # fmt: skip
-        claimed = bool(self._claim(keys=keys, args=args))
+        claimed = Claimed(self._claim(keys=keys, args=args))
         if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(self.keys.running(), {execution_id: deadline})

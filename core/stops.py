@@ -32,7 +32,3 @@ def request_stop(store: ExecutionStore, execution_id: str) -> ExecutionRecord | 
     store.client.set(store.keys.execution_stop(execution_id), "1", ex=MARKER_SECONDS)
     store.client.publish(store.keys.stop_channel(), execution_id)
     return record
-
-
-def stop_requested(store: ExecutionStore, execution_id: str) -> bool:
-    return bool(store.client.exists(store.keys.execution_stop(execution_id)))

@@ -27,13 +27,13 @@ from typing import Any
 from core import events
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
-from core.executions import Ended, ExecutionStore
+from core.executions import Claimed, Ended, ExecutionStore
 from core.leases import LeaseStore
 from core.redis_clients import publish
 from core.results import FinalResult
 from core.retry import retrying
 from core.settings import Settings
-from core.stops import STOPPED_WAITING, stop_requested
+from core.stops import STOPPED_WAITING
 from core.task import TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
 from engine.executor import run_workflow
@@ -96,11 +96,12 @@ class ExecutionRunner:
                 return "dropped"
             running = record.next(status=Status.RUNNING, claim=token, started_at=now_ms(),
                                   worker=self.identity)  # fmt: skip
-            if not self._step(lambda: self.store.claim(record, running), "claim"):
+            claimed = self._step(lambda: self.store.claim(record, running), "claim")
+            if not claimed:
                 return "dropped"  # stopped, or lost and reaped, before it could start
             claim = self.metrics.claimed(running)
             try:
-                if self._step(lambda: stop_requested(self.store, record.id), "stop check"):
+                if claimed == Claimed.STOP_ASKED:
                     cancel.set()
                 return self._run_claimed(payload, running, cancel, claim)
             except Exception as err:  # a bug, or Redis gone for good: end it if it still can

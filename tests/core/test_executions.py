@@ -9,7 +9,7 @@ import pytest
 
 from core import events, liveness
 from core.execution_record import ExecutionRecord, Status
-from core.executions import ExecutionStore, Reply
+from core.executions import Claimed, ExecutionStore, Reply
 from core.leases import LeaseStore
 from core.results import FinalResult
 from core.stops import request_stop
@@ -68,6 +68,18 @@ def test_a_claim_takes_the_lease_once_and_a_retry_of_it_is_still_the_same_claim(
     assert store.claim(record, running)  # the same claim, retried after a timeout
     assert not store.claim(record, record.next(status=Status.RUNNING, claim="t2"))  # a duplicate
     assert store.get("e1") == running
+
+
+def test_a_claim_says_whether_a_stop_was_asked_for_before_it(store, keys, redis_client):
+    """The worker starts a stopped execution canceled at once, without a read of its own."""
+    plain = new(store, "e1", session=None)
+    assert store.claim(plain, plain.next(status=Status.RUNNING, claim="t1")) == Claimed.CLAIMED
+    asked = new(store, "e2", session=None)
+    redis_client.set(keys.execution_stop("e2"), "1")  # asked while its task was in the queue
+    running = asked.next(status=Status.RUNNING, claim="t2")
+    assert store.claim(asked, running) == Claimed.STOP_ASKED
+    assert store.claim(asked, running) == Claimed.STOP_ASKED  # the retried claim says so too
+    assert store.claim(asked, asked.next(status=Status.RUNNING, claim="t3")) == Claimed.NOT
 
 
 def test_the_end_records_the_outcome_and_publishes_the_final_event_in_one_step(
