@@ -73,6 +73,28 @@ local function leave_line(line, id, prefix, suffix)
 end
 """
 
+# A new execution, on one Redis: its record, queue deadline and first items (if large), its place
+# in the indexes and in its session's line, and its task when the broker is this Redis. One
+# command: the pipeline it replaces cost the api a command and a reply to parse for each of ten.
+# KEYS: record, queued, items, queued index, workflow's executions, line, task queue
+#       (line and task queue are only touched when ARGV says so)
+# ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
+#       items ('' = none), in a line ('1'/'0'), task message ('' = none)
+_CREATE = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+if ARGV[7] ~= '' then redis.call('SET', KEYS[3], ARGV[7], 'EX', ARGV[2]) end
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4])
+redis.call('ZADD', KEYS[5], ARGV[6], ARGV[4])
+redis.call('EXPIRE', KEYS[5], ARGV[2])
+if ARGV[8] == '1' then
+  redis.call('RPUSH', KEYS[6], ARGV[4])
+  redis.call('EXPIRE', KEYS[6], ARGV[2])
+end
+if ARGV[9] ~= '' then redis.call('LPUSH', KEYS[7], ARGV[9]) end
+return 1
+"""
+
 # Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
 # KEYS: record, lease, queued, stop, [running index, queued index]
 # ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
@@ -304,6 +326,7 @@ class ExecutionStore:
         self.lease_ms = int(lease_seconds * 1000)
         self.cluster = is_cluster(client)
         self.lines = SessionLine(client, keys)
+        self._create = client.register_script(_CREATE)
         self._claim = client.register_script(_CLAIM)
         self._end = client.register_script(_END)
         self._pause = client.register_script(_PAUSE)
@@ -327,7 +350,7 @@ class ExecutionStore:
     def load_scripts(self) -> None:
         """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
         (in a cluster, SCRIPT LOAD goes to every primary)."""
-        for script in (self._claim, self._end, self._pause, self._reply):
+        for script in (self._create, self._claim, self._end, self._pause, self._reply):
             self.client.script_load(script.script)
         self.lines.load_scripts()
 
@@ -355,27 +378,45 @@ class ExecutionStore:
         for the task's message (core/task.py). `task`: (queue, message) when the broker is this
         Redis (worker/celery_app.py `redis_message`): the task is enqueued in the same
         transaction, so no execution is ever recorded without its task, nor the reverse."""
+        if self.cluster:
+            if task is not None:
+                raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
+            return self._create_in_steps(record, items)
         execution_id = record.id
         line = self.lines.key(record)
-        queue_deadline = now_ms() + self.queue_timeout_ms
-        own = self.client.pipeline(transaction=not self.cluster)
+        queue, message = task if task is not None else (self.keys.queued(), b"")
+        keys = [
+            self.keys.execution(execution_id),
+            self.keys.execution_queued(execution_id),
+            self.keys.execution_items(execution_id),
+            self.keys.queued(),
+            self.keys.workflow_executions(record.workflow_id),
+            line or self.keys.queued(),  # not touched without a line
+            queue,
+        ]
+        now = now_ms()
+        args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
+                now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message]  # fmt: skip
+        self._create(keys=keys, args=args)
+
+    def _create_in_steps(self, record: ExecutionRecord, items: bytes | None) -> None:
+        """`create` on a cluster: the record's slot first (a line's head with no record is
+        dropped as gone), then the indexes and the line, each in its own slot."""
+        execution_id = record.id
+        own = self.client.pipeline(transaction=False)
         own.set(self.keys.execution(execution_id), record.encode(), ex=self.ttl)
         own.set(self.keys.execution_queued(execution_id), "1", px=self.queue_timeout_ms)
         if items is not None:
             own.set(self.keys.execution_items(execution_id), items, ex=self.ttl)
-        if self.cluster:
-            own.execute()  # the record first: a line's head with no record is dropped as gone
-            own = self.client.pipeline(transaction=False)
-        own.zadd(self.keys.queued(), {execution_id: queue_deadline})
+        own.execute()
+        own = self.client.pipeline(transaction=False)
+        own.zadd(self.keys.queued(), {execution_id: now_ms() + self.queue_timeout_ms})
         own.zadd(self.keys.workflow_executions(record.workflow_id), {execution_id: now_ms()})
         own.expire(self.keys.workflow_executions(record.workflow_id), self.ttl)
+        line = self.lines.key(record)
         if line:
             own.rpush(line, execution_id)
             own.expire(line, self.ttl)
-        if task is not None:
-            if self.cluster:
-                raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
-            own.lpush(*task)
         own.execute()
 
     def fail_start(self, record: ExecutionRecord, error: str) -> bool:
