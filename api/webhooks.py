@@ -45,7 +45,7 @@ def webhook(path: str) -> Response:
 def _webhook(rt, path: str) -> Response:
     path = path.strip("/")
     method = "GET" if request.method in ("HEAD",) else request.method
-    workflow_id, allowed = rt.workflows.lookup(method, path)
+    workflow_id, allowed, found = rt.workflows.route(method, path)
     if request.method == "OPTIONS":
         return _options(rt, path, allowed)
     if workflow_id is None:
@@ -56,7 +56,8 @@ def _webhook(rt, path: str) -> Response:
                 headers={"Allow": ", ".join(allowed)},
             )
         raise ApiError(404, f'The requested webhook "{method} {path}" is not registered.')
-    raw, workflow = rt.workflows.load(workflow_id)
+    assert found is not None  # loaded with its route (a workflow gone meanwhile raised)
+    raw, workflow = found
     node = _trigger_for(workflow, method, path)
 
     def start(items, response_mode, session_id=None, headers=None):

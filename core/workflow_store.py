@@ -53,6 +53,18 @@ class VersionConflict(Exception):
     """A save named a `versionId` that is no longer the stored one: someone saved in between."""
 
 
+# A webhook's route and its workflow in one round trip (one Redis; a cluster takes two): the
+# ids HMGET finds for each method, then the JSON of the one at ARGV[1]'s index (false if none).
+# KEYS: webhooks; ARGV: index of the method wanted, the workflow key's prefix, fields...
+_ROUTE = """
+local ids = redis.call('HMGET', KEYS[1], unpack(ARGV, 3))
+local chosen = ids[tonumber(ARGV[1])]
+local raw = false
+if chosen then raw = redis.call('GET', ARGV[2] .. chosen) end
+return {raw, ids}
+"""
+
+
 class WorkflowStore:
     def __init__(self, client, keys: Keys, parse: Callable[[Any], StoredWorkflow]):
         self.client = client
@@ -60,6 +72,7 @@ class WorkflowStore:
         self.parse = parse
         self._parsed: dict[str, tuple[str, Any]] = {}
         self._lock = threading.Lock()
+        self._route = None if keys.cluster else client.register_script(_ROUTE)
 
     # --- CRUD -----------------------------------------------------------------------------
     def save(self, data: dict[str, Any], expected_version: str | None = None) -> Any:
@@ -103,7 +116,9 @@ class WorkflowStore:
 
     def load(self, workflow_id: str) -> tuple[dict[str, Any], Any]:
         """The stored JSON and its parsed workflow, parsed once per version."""
-        raw = self.client.get(self.keys.workflow(workflow_id))
+        return self._loaded(workflow_id, self.client.get(self.keys.workflow(workflow_id)))
+
+    def _loaded(self, workflow_id: str, raw: str | None) -> tuple[dict[str, Any], Any]:
         if raw is None:
             raise WorkflowNotFound(workflow_id)
         with self._lock:
@@ -192,6 +207,23 @@ class WorkflowStore:
         )
         allowed = [m for m, wid in found.items() if wid]
         return found.get(method.upper()), allowed
+
+    def route(
+        self, method: str, path: str
+    ) -> tuple[str | None, builtins.list[str], tuple[dict[str, Any], Any] | None]:
+        """`lookup`, and the workflow found loaded as `load` loads it (None if none was)."""
+        if self._route is None:
+            workflow_id, allowed = self.lookup(method, path)
+            return workflow_id, allowed, None if workflow_id is None else self.load(workflow_id)
+        method = method.upper()
+        fields = [_field(m, path) for m in WEBHOOK_METHODS]
+        wanted = WEBHOOK_METHODS.index(method) + 1 if method in WEBHOOK_METHODS else 0
+        raw, ids = self._route(keys=[self.keys.webhooks()],
+                               args=[wanted, self.keys.workflow(""), *fields])  # fmt: skip
+        found = dict(zip(WEBHOOK_METHODS, ids, strict=True))
+        allowed = [m for m, wid in found.items() if wid]
+        workflow_id = found.get(method)
+        return workflow_id, allowed, None if workflow_id is None else self._loaded(workflow_id, raw)
 
     def _register(self, pipe, workflow: StoredWorkflow) -> None:
         for method, path in workflow.webhook_routes():
