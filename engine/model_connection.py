@@ -34,18 +34,11 @@ NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
-def _unpatched_poll() -> Any:
-    """select.poll as the C library gives it, even where gevent has patched select: httpcore
-    asks whether each idle pooled connection is readable on every request, a look that must
-    never wait, and gevent's poll took a timer and a turn of its loop for each."""
-    try:
-        from gevent.monkey import get_original
-    except ImportError:
-        return getattr(select, "poll", None)
-    return get_original("select", "poll")
-
-
-_POLL = _unpatched_poll()
+# How to look at a socket without waiting. The process's runtime may hand over its own: under
+# gevent, worker/greenlets.py gives the C library's poll, since gevent's (patched into select)
+# took a timer and a turn of its loop for each look, and httpcore looks at every idle pooled
+# connection on every request.
+poll: Any = getattr(select, "poll", None)
 
 
 def install(client: httpx.Client) -> None:
@@ -121,17 +114,17 @@ class Stream(httpcore.NetworkStream):
         return Stream(self._stream.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and _POLL is not None:
+        if info == "is_readable" and poll is not None:
             return _readable_now(self._stream.get_extra_info("socket"))
         return self._stream.get_extra_info(info)
 
 
 def _readable_now(sock: Any) -> bool:
-    """httpcore's is_socket_readable with the unpatched poll: data or an end waiting to be
+    """httpcore's is_socket_readable with our poll: data or an end waiting to be
     read (an idle connection the server closed); a socket that is gone counts as readable."""
     fd = -1 if sock is None else sock.fileno()
     if fd < 0:
         return True
-    poller = _POLL()
+    poller = poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))

@@ -54,3 +54,16 @@ def start_os_thread(fn: Callable[[], None]) -> None:
     import threading
 
     threading.Thread(target=fn, name="heartbeat", daemon=True).start()
+
+
+def use_unpatched_poll() -> None:
+    """Under gevent, the model client looks at its pooled sockets with the C library's poll
+    (engine/model_connection.py): a look that never waits, where gevent's took a turn of its
+    loop."""
+    if not gevent_patched():
+        return
+    from gevent.monkey import get_original
+
+    from engine import model_connection
+
+    model_connection.poll = get_original("select", "poll")

@@ -56,6 +56,7 @@ class WorkerRuntime:
         self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
+        greenlets.use_unpatched_poll()
         self.services = _services(self.client, self.keys, settings)
         self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:

@@ -217,7 +217,10 @@ def test_under_gevent_the_look_is_the_c_librarys_poll_not_gevents():
         "from gevent import monkey; monkey.patch_all()\n"
         "import select, gevent.select\n"
         "from engine import model_connection\n"
+        "from worker import greenlets\n"
         "assert select.poll is gevent.select.poll\n"
-        "assert model_connection._POLL is not gevent.select.poll\n"
+        "greenlets.use_unpatched_poll()  # as a worker's (or regular mode's) runtime does\n"
+        "assert model_connection.poll is not gevent.select.poll\n"
+        "assert model_connection.poll is monkey.get_original('select', 'poll')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
