@@ -20,11 +20,16 @@ from typing import Any
 from flask import Response, jsonify
 
 from api import resume_tokens
+from api.errors import ApiError
 from api.launcher import LaunchError
 from core.answers import finished_text
 from core.execution_record import ExecutionRecord
 from core.executions import Reply
 from core.waiting import WaitingStore
+
+# A message finds the session's conversation, which ends before the message reaches it, so it
+# starts one, which another message started meanwhile...: a few times at most, in practice once.
+JOIN_ATTEMPTS = 5
 
 
 class ReplyRefused(Exception):
@@ -32,24 +37,30 @@ class ReplyRefused(Exception):
 
 
 def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Response:
-    """The POST of a Chat Trigger in responseNodes mode."""
+    """The POST of a Chat Trigger in responseNodes mode: the next reply of the session's
+    unfinished conversation, or the start of a new one. The start itself checks again, in the
+    same step (core/executions.py `create`): two messages at once start one conversation."""
     current = unfinished_in_session(rt, workflow.id, session_id)
-    if current is not None:
-        try:
-            deliver(rt, current, session_id, items[0]["json"])
-            return _started(rt, current.id, headers)
-        except ReplyRefused:
-            pass  # it finished meanwhile: the message starts the next one
-    launched = rt.launcher.start(
-        raw,
-        workflow,
-        trigger,
-        items,
-        mode="webhook",
-        response_mode="responseNodes",
-        session_id=session_id,
-    )
-    return _started(rt, launched.execution_id, headers)
+    for _ in range(JOIN_ATTEMPTS):
+        if current is not None:
+            try:
+                deliver(rt, current, session_id, items[0]["json"])
+                return _started(rt, current.id, headers)
+            except ReplyRefused:
+                pass  # it finished meanwhile: the message starts the next one
+        launched = rt.launcher.start(
+            raw,
+            workflow,
+            trigger,
+            items,
+            mode="webhook",
+            response_mode="responseNodes",
+            session_id=session_id,
+        )
+        if not launched.joined:
+            return _started(rt, launched.execution_id, headers)
+        current = rt.executions.get(launched.execution_id)  # started by a message beside this
+    raise ApiError(503, "This chat session is busy; send the message again.")
 
 
 def _started(rt, execution_id: str, headers: dict[str, str]) -> Response:

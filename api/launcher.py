@@ -36,6 +36,7 @@ class LaunchError(Exception):
 class Launch:
     execution_id: str
     stream: Stream | None  # None when nobody waits for the outcome (onReceived)
+    joined: bool = False  # a conversation of the session was unfinished: nothing was started
 
 
 class Launcher:
@@ -94,9 +95,12 @@ class Launcher:
         )
         # responseNodes answers at once too: its messages reach the chat WebSocket.
         streams = response_mode not in ("onReceived", "responseNodes")
+        join = response_mode == "responseNodes"  # a session has one conversation at a time
         if self._own_messages:
-            return self._record_and_enqueue(record, stored, payload, streams)
-        self.store.create(record, stored)
+            return self._record_and_enqueue(record, stored, payload, streams, join)
+        joined = self.store.create(record, stored, join=join)
+        if joined is not None:
+            return Launch(joined, None, joined=True)
         stream = None
         try:
             if streams:
@@ -107,7 +111,7 @@ class Launcher:
         return Launch(record.id, stream)
 
     def _record_and_enqueue(self, record: ExecutionRecord, stored: bytes | None,
-                            payload: TaskPayload, streams: bool) -> Launch:  # fmt: skip
+                            payload: TaskPayload, streams: bool, join: bool) -> Launch:  # fmt: skip
         """The broker is this Redis: subscribed first (no event can come before the relay
         hears it), then the record and its task in one transaction."""
         stream = None
@@ -118,9 +122,14 @@ class Launcher:
             raise LaunchError(f"the execution could not be started: {err}") from err
         queue = self.settings.task_queue
         try:
-            self.store.create(record, stored, task=(queue, redis_message(payload, queue)))
+            task = (queue, redis_message(payload, queue))
+            joined = self.store.create(record, stored, task=task, join=join)
         except Exception as err:  # perhaps written after all: failed, its task is dropped
             self._not_started(record, stream, err)
+        if joined is not None:
+            if stream is not None:
+                self.relay.unsubscribe(stream)
+            return Launch(joined, None, joined=True)
         return Launch(record.id, stream)
 
     def _not_started(

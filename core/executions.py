@@ -76,11 +76,25 @@ end
 # A new execution, on one Redis: its record, queue deadline and first items (if large), its place
 # in the indexes and in its session's line, and its task when the broker is this Redis. One
 # command: the pipeline it replaces cost the api a command and a reply to parse for each of ten.
+# With `join` ('1'), a conversation (responseNodes) whose session already has one unfinished is
+# not started: its id is answered instead (the message is that one's next reply), decided in the
+# same step as the create, so two messages at once never start two conversations.
 # KEYS: record, queued, items, queued index, workflow's executions, line, task queue
 #       (line and task queue are only touched when ARGV says so)
 # ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
-#       items ('' = none), in a line ('1'/'0'), task message ('' = none)
-_CREATE = """
+#       items ('' = none), in a line ('1'/'0'), task message ('' = none), join ('1'/'0'),
+#       the halves around an id of a record's key
+_CREATE = f"""
+if ARGV[10] == '1' and ARGV[8] == '1' then
+  for _, other in ipairs(redis.call('LRANGE', KEYS[6], 0, -1)) do
+    local raw = redis.call('GET', ARGV[11] .. other .. ARGV[12])
+    local status = raw and string.match(raw, '{LUA_HEADER}')
+    if (status == 'new' or status == 'running' or status == 'waiting')
+        and string.find(raw, '"responseMode":"responseNodes"', 1, true) then
+      return other
+    end
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
 if ARGV[7] ~= '' then redis.call('SET', KEYS[3], ARGV[7], 'EX', ARGV[2]) end
@@ -372,16 +386,21 @@ class ExecutionStore:
         record: ExecutionRecord,
         items: bytes | None = None,
         task: tuple[str, bytes] | None = None,
-    ) -> None:
+        join: bool = False,
+    ) -> str | None:
         """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
         and take a place in its session's line; `items`: its first items as JSON, when too large
         for the task's message (core/task.py). `task`: (queue, message) when the broker is this
         Redis (worker/celery_app.py `redis_message`): the task is enqueued in the same
-        transaction, so no execution is ever recorded without its task, nor the reverse."""
+        transaction, so no execution is ever recorded without its task, nor the reverse.
+        `join` (a conversation, responseNodes): if its session has an unfinished conversation
+        already, nothing is created and that one's id is answered (one Redis; a cluster's steps
+        cannot decide it with the create, and its callers look first)."""
         if self.cluster:
             if task is not None:
                 raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
-            return self._create_in_steps(record, items)
+            self._create_in_steps(record, items)
+            return None
         execution_id = record.id
         line = self.lines.key(record)
         queue, message = task if task is not None else (self.keys.queued(), b"")
@@ -396,8 +415,10 @@ class ExecutionStore:
         ]
         now = now_ms()
         args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
-                now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message]  # fmt: skip
-        self._create(keys=keys, args=args)
+                now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
+                int(join), *self.keys.execution("\0").split("\0")]  # fmt: skip
+        created = self._create(keys=keys, args=args)
+        return None if created == 1 else _text(created)
 
     def _create_in_steps(self, record: ExecutionRecord, items: bytes | None) -> None:
         """`create` on a cluster: the record's slot first (a line's head with no record is
@@ -677,3 +698,7 @@ def _decoded(raw: str | bytes | None) -> ExecutionRecord | None:
         return ExecutionRecord.decode(raw)
     except (RecordError, ValueError, KeyError, TypeError):
         return None  # not a record of ours (a version before this one): as if gone
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -292,3 +292,33 @@ def test_an_end_with_replies_left_over_starts_the_sessions_next_execution_in_the
     assert again.outcome == "already" and again.successor == successor
     assert [json.loads(r)["json"]["chatInput"] for r in again.leftovers] == ["one"]
     pubsub.close()
+
+
+def test_a_conversation_is_joined_not_started_while_its_session_has_one_unfinished(
+    store, keys, redis_client
+):
+    """Two messages at once to a responseNodes chat: the second create finds the first's
+    conversation in the same step, starts nothing and names it (its message is that one's
+    reply)."""
+    first = new(store, "e1")  # responseNodes, session s1
+    second = ExecutionRecord("e2", "w1", session_id="s1", response_mode="responseNodes")
+    assert store.create(second, join=True) == "e1"
+    assert store.get("e2") is None
+    assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e1"]
+    running = claimed(store, first)
+    store.pause(running, running.next(status=Status.WAITING), "{}", "a1")
+    assert store.create(second, join=True) == "e1"  # waiting: still unfinished
+    assert store.get("e1").status == Status.WAITING
+    store.cancel(store.get("e1"), "stopped")
+    assert store.create(second, join=True) is None  # finished: the message starts the next
+    assert store.get("e2").status == Status.NEW
+
+
+def test_only_a_conversation_is_joined(store, keys):
+    new(store, "e1")  # a conversation is unfinished in s1
+    streaming = ExecutionRecord("e2", "w1", session_id="s1", response_mode="streaming")
+    assert store.create(streaming) is None  # no join asked: it waits its turn in the line
+    lone = ExecutionRecord("e3", "w1", session_id="s2", response_mode="responseNodes")
+    assert store.create(lone, join=True) is None  # another session
+    plain = ExecutionRecord("e4", "w1", response_mode="responseNodes")
+    assert store.create(plain, join=True) is None  # no session, no line
