@@ -66,10 +66,13 @@ class RedisMemory(ChatMemory):
         if not messages:
             return  # LPUSH needs at least one element
         key = self.key(session_key)
+        encoded = [encode(m) for m in messages]
+        if self._ttl_seconds <= 0:
+            self._client.lpush(key, *encoded)  # one command: no transaction to wrap it in
+            return
         pipe = self._client.pipeline(transaction=True)
-        pipe.lpush(key, *(encode(m) for m in messages))
-        if self._ttl_seconds > 0:
-            pipe.expire(key, self._ttl_seconds)
+        pipe.lpush(key, *encoded)
+        pipe.expire(key, self._ttl_seconds)
         pipe.execute()
 
     def clear(self, session_key: str) -> None:
