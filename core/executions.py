@@ -46,7 +46,7 @@ from core.keys import Keys
 from core.liveness import Verdict
 from core.redis_clients import is_cluster, publish_command
 from core.results import FinalResult
-from core.session_line import SessionLine
+from core.session_line import LUA_TURN, SessionLine, Turn
 
 # Reads a record's header: status (false when there is no readable record), revision, claim.
 _HEADER = f"""
@@ -112,23 +112,38 @@ return 1
 # Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
 # KEYS: record, lease, queued, stop, [running index, queued index]
 # ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
-_CLAIM = (
-    _HEADER
-    + """
-local status, rev, claim = header(redis.call('GET', KEYS[1]))
-if status == 'running' and claim == ARGV[5] then
+_CLAIM_IT = """
+local function claim_it()
+  local status, rev, claim = header(redis.call('GET', KEYS[1]))
+  if status == 'running' and claim == ARGV[5] then
+    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+    return 1 + redis.call('EXISTS', KEYS[4])
+  end
+  if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
   redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+  redis.call('DEL', KEYS[3])
+  if KEYS[5] then
+    redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
+    redis.call('ZREM', KEYS[6], ARGV[6])
+  end
   return 1 + redis.call('EXISTS', KEYS[4])
 end
-if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
-redis.call('DEL', KEYS[3])
-if KEYS[5] then
-  redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
-  redis.call('ZREM', KEYS[6], ARGV[6])
-end
-return 1 + redis.call('EXISTS', KEYS[4])
+"""
+_CLAIM = _HEADER + _CLAIM_IT + "return claim_it()\n"
+
+# The claim, if it is the execution's turn in its session's line (one Redis): {1, what the
+# claim answered}, else {0, the lost head ahead or ''}. What a worker did in two steps.
+# KEYS: as the claim's (indexes included), then the line
+# ARGV: as the claim's, then the halves around an id of the keys the turn reads
+_CLAIM_AT_TURN = (
+    _HEADER
+    + LUA_TURN
+    + _CLAIM_IT
+    + """
+local turn = turn_of(KEYS[7], ARGV[6], 8)
+if turn[1] == 0 then return {0, turn[2] or ''} end
+return {1, claim_it()}
 """
 )
 
@@ -342,6 +357,7 @@ class ExecutionStore:
         self.lines = SessionLine(client, keys)
         self._create = client.register_script(_CREATE)
         self._claim = client.register_script(_CLAIM)
+        self._claim_at_turn = client.register_script(_CLAIM_AT_TURN)
         self._end = client.register_script(_END)
         self._pause = client.register_script(_PAUSE)
         self._reply = client.register_script(_REPLY)
@@ -364,7 +380,9 @@ class ExecutionStore:
     def load_scripts(self) -> None:
         """Have Redis hold the Lua scripts now, so no execution pays for a NOSCRIPT round trip
         (in a cluster, SCRIPT LOAD goes to every primary)."""
-        for script in (self._create, self._claim, self._end, self._pause, self._reply):
+        scripts = (self._create, self._claim, self._claim_at_turn, self._end, self._pause,
+                   self._reply)  # fmt: skip
+        for script in scripts:
             self.client.script_load(script.script)
         self.lines.load_scripts()
 
@@ -517,6 +535,29 @@ class ExecutionStore:
             pipe.zrem(self.keys.queued(), execution_id)
             pipe.execute()
         return claimed
+
+    def claim_at_turn(
+        self, record: ExecutionRecord, running: ExecutionRecord, line: str
+    ) -> tuple[Claimed, Turn]:
+        """`claim`, if it is the execution's turn in its session's `line`: one step for the
+        common case, where nothing is ahead of it (one Redis only; a cluster turns, then
+        claims)."""
+        execution_id = record.id
+        keys = [
+            self.keys.execution(execution_id),
+            self.keys.execution_lease(execution_id),
+            self.keys.execution_queued(execution_id),
+            self.keys.execution_stop(execution_id),
+            self.keys.running(),
+            self.keys.queued(),
+            line,
+        ]
+        args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
+                execution_id, now_ms() + self.lease_ms, *self.lines.key_halves()]  # fmt: skip
+        mine, answer = self._claim_at_turn(keys=keys, args=args)
+        if not mine:
+            return Claimed.NOT, Turn(False, _text(answer) or None)
+        return Claimed(answer), Turn(True)
 
     def pause(
         self,

@@ -19,26 +19,33 @@ from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, head
 from core.keys import Keys
 from core.redis_clients import is_cluster
 
-# KEYS: the line. ARGV: execution id, then the halves around an id of the record, lease and
-# queued keys.
-_TURN = f"""
+# Whose turn it is in a line (one Redis): {1} when it is `id`'s, {0} when a live execution is
+# ahead, {0, head} when the one ahead looks lost; heads that ended are dropped on the way.
+# `at` is the index in ARGV of the halves around an id of the record, lease and queued keys.
+LUA_TURN = f"""
 local function status_of(raw)
   if not raw then return false end
   local status = string.match(raw, '{LUA_HEADER}')
   return status or false
 end
 {liveness.LUA_JUDGE}
-while true do
-  local head = redis.call('LINDEX', KEYS[1], 0)
-  if not head or head == ARGV[1] then return {{1}} end
-  local status = status_of(redis.call('GET', ARGV[2] .. head .. ARGV[3]))
-  local verdict = judge(status, redis.call('EXISTS', ARGV[4] .. head .. ARGV[5]) == 1,
-                        redis.call('EXISTS', ARGV[6] .. head .. ARGV[7]) == 1)
-  if verdict == 'alive' then return {{0}} end
-  if verdict == 'lost' then return {{0, head}} end
-  redis.call('LPOP', KEYS[1])
+local function turn_of(line, id, at)
+  while true do
+    local head = redis.call('LINDEX', line, 0)
+    if not head or head == id then return {{1}} end
+    local status = status_of(redis.call('GET', ARGV[at] .. head .. ARGV[at + 1]))
+    local verdict = judge(status, redis.call('EXISTS', ARGV[at + 2] .. head .. ARGV[at + 3]) == 1,
+                          redis.call('EXISTS', ARGV[at + 4] .. head .. ARGV[at + 5]) == 1)
+    if verdict == 'alive' then return {{0}} end
+    if verdict == 'lost' then return {{0, head}} end
+    redis.call('LPOP', line)
+  end
 end
 """
+
+# KEYS: the line. ARGV: execution id, then the halves around an id of the record, lease and
+# queued keys.
+_TURN = LUA_TURN + "return turn_of(KEYS[1], ARGV[1], 2)\n"
 
 # Leave the line; the new head, if any, is whose turn it is now (cluster: the wake-up follows).
 # KEYS: the line. ARGV: execution id
@@ -88,13 +95,16 @@ class SessionLine:
         """Is it this execution's turn? Heads that ended are dropped on the way."""
         if self.cluster:
             return self._turn_in_steps(execution_id, line)
-        halves = [
+        mine, *lost = self._turn(keys=[line], args=[execution_id, *self.key_halves()])
+        return Turn(bool(mine), lost[0] if lost else None)
+
+    def key_halves(self) -> list[str]:
+        """What LUA_TURN's `at` points to: the halves around an id of the keys it reads."""
+        return [
             *self.keys.execution("\0").split("\0"),
             *self.keys.execution_lease("\0").split("\0"),
             *self.keys.execution_queued("\0").split("\0"),
         ]
-        mine, *lost = self._turn(keys=[line], args=[execution_id, *halves])
-        return Turn(bool(mine), lost[0] if lost else None)
 
     def _turn_in_steps(self, execution_id: str, line: str) -> Turn:
         """`turn` in a cluster: the line's head, then its keys (one slot), one read each."""

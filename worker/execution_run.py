@@ -92,11 +92,7 @@ class ExecutionRunner:
         token = secrets.token_hex(8)  # this attempt's claim: a retried step knows its own
         cancel = self.stops.add(record.id, token)  # renewed from now on, once it holds a lease
         try:
-            if not self._wait_for_turn(record, token):
-                return "dropped"
-            running = record.next(status=Status.RUNNING, claim=token, started_at=now_ms(),
-                                  worker=self.identity)  # fmt: skip
-            claimed = self._step(lambda: self.store.claim(record, running), "claim")
+            claimed, running = self._claim_in_turn(record, token)
             if not claimed:
                 return "dropped"  # stopped, or lost and reaped, before it could start
             claim = self.metrics.claimed(running)
@@ -111,6 +107,28 @@ class ExecutionRunner:
                 claim.close()
         finally:
             self.stops.remove(record.id)
+
+    def _claim_in_turn(
+        self, record: ExecutionRecord, token: str
+    ) -> tuple[Claimed, ExecutionRecord]:
+        """Claim the execution once it heads its session's line: at once, in one step with
+        the look at the line, when nothing is ahead of it (on one Redis); else once its turn
+        came. Claimed.NOT when it stopped being the task's to run."""
+        line = self.store.lines.key(record)
+        if line and not self.store.cluster:
+            running = self._running(record, token)
+            at_turn = self._step(lambda: self.store.claim_at_turn(record, running, line), "claim")
+            claimed, turn = at_turn
+            if turn.mine:
+                return claimed, running
+        if not self._wait_for_turn(record, token):
+            return Claimed.NOT, record
+        running = self._running(record, token)
+        return self._step(lambda: self.store.claim(record, running), "claim"), running
+
+    def _running(self, record: ExecutionRecord, token: str) -> ExecutionRecord:
+        return record.next(status=Status.RUNNING, claim=token, started_at=now_ms(),
+                           worker=self.identity)  # fmt: skip
 
     def _step(self, step: Callable[[], Any], what: str) -> Any:
         return retrying(step, what, log)

@@ -12,6 +12,7 @@ from core.execution_record import ExecutionRecord, Status
 from core.executions import Claimed, ExecutionStore, Reply
 from core.leases import LeaseStore
 from core.results import FinalResult
+from core.session_line import Turn
 from core.stops import request_stop
 
 
@@ -322,3 +323,34 @@ def test_only_a_conversation_is_joined(store, keys):
     assert store.create(lone, join=True) is None  # another session
     plain = ExecutionRecord("e4", "w1", response_mode="responseNodes")
     assert store.create(plain, join=True) is None  # no session, no line
+
+
+def test_a_claim_at_its_turn_claims_the_head_of_its_line_in_one_step(store, keys, redis_client):
+    line = keys.session_queue("w1", "s1")
+    first, second = new(store, "e1"), new(store, "e2")
+    ahead = second.next(status=Status.RUNNING, claim="t2")
+    assert store.claim_at_turn(second, ahead, line) == (Claimed.NOT, Turn(False))  # e1 is alive
+    assert store.get("e2").status == Status.NEW and not redis_client.exists(
+        keys.execution_lease("e2")
+    )
+    running = first.next(status=Status.RUNNING, claim="t1")
+    assert store.claim_at_turn(first, running, line) == (Claimed.CLAIMED, Turn(True))
+    assert store.claim_at_turn(first, running, line) == (Claimed.CLAIMED, Turn(True))  # a retry
+    assert redis_client.get(keys.execution_lease("e1")) == "t1"
+    store.finish(running, running.next(status=Status.SUCCESS), "")
+    redis_client.set(keys.execution_stop("e2"), "1")
+    assert store.claim_at_turn(second, ahead, line) == (Claimed.STOP_ASKED, Turn(True))
+
+
+def test_a_claim_at_its_turn_names_a_lost_head_and_drops_ended_ones(
+    store, keys, redis_client, instant_confirm
+):
+    line = keys.session_queue("w1", "s1")
+    lost, behind = new(store, "e1"), new(store, "e2")
+    claimed(store, lost, "t1")
+    redis_client.delete(keys.execution_lease("e1"))  # its worker is gone
+    running = behind.next(status=Status.RUNNING, claim="t2")
+    assert store.claim_at_turn(behind, running, line) == (Claimed.NOT, Turn(False, "e1"))
+    redis_client.delete(keys.execution("e1"))  # gone altogether: dropped on the way
+    assert store.claim_at_turn(behind, running, line) == (Claimed.CLAIMED, Turn(True))
+    assert redis_client.lrange(line, 0, -1) == ["e2"]

@@ -97,25 +97,40 @@ class Lifecycle(RuleBasedStateMachine):
         request_stop(self.store, execution)
 
     # --- workers ----------------------------------------------------------------------------
-    @rule(execution=executions, worker=st.sampled_from(WORKERS), retry=st.booleans())
-    def claim(self, execution, worker, retry):
-        """A worker took the task (perhaps a duplicate delivery): its turn, then the claim."""
+    @rule(
+        execution=executions,
+        worker=st.sampled_from(WORKERS),
+        retry=st.booleans(),
+        at_turn=st.booleans(),
+    )
+    def claim(self, execution, worker, retry, at_turn):
+        """A worker took the task (perhaps a duplicate delivery): its turn, then the claim; or
+        both in one step (`claim_at_turn`, one Redis only)."""
         task = self.tasks[execution]
         line = self.store.lines.key(task)
-        turn = self.store.lines.turn(execution, line)
-        if not turn.mine:
-            return
         token = f"{worker}x{self.counter}"
         self.counter += 1
         running = task.next(status=Status.RUNNING, claim=token)
         self.tokens.setdefault(execution, []).append(token)
-        if self.store.claim(task, running):
+        if at_turn and not self.store.cluster:
+            claimed, turn = self.store.claim_at_turn(task, running, line)
+            if not turn.mine:
+                assert not claimed
+                return
+        else:
+            if not self.store.lines.turn(execution, line).mine:
+                return
+            claimed = self.store.claim(task, running)
+        if claimed:
             earlier = self.order[task.session_id][: self.order[task.session_id].index(execution)]
             assert all(e in self.finished for e in earlier), "claimed out of its session's order"
             self.claims[execution] += 1
             assert self.claims[execution] == 1, "two claims won one `new` period"
             self.running[execution] = running
-            if retry:
+            if retry and at_turn and not self.store.cluster:
+                again, _ = self.store.claim_at_turn(task, running, line)
+                assert again, "a retried claim is the same claim"
+            elif retry:
                 assert self.store.claim(task, running), "a retried claim is the same claim"
 
     @rule(execution=executions, retry=st.booleans())

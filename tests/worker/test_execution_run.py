@@ -330,14 +330,22 @@ def test_an_end_whose_answer_was_lost_is_retried_and_written_once(
 
 
 class ClaimAnswerLost(WatchedStore):
+    """The first claim is written, and its answer never reaches the worker (either form: alone,
+    or with the look at the session's line)."""
+
     claims = 0
 
     def claim(self, record, running):
+        return self._answer_lost_once(super().claim(record, running))
+
+    def claim_at_turn(self, record, running, line):
+        return self._answer_lost_once(super().claim_at_turn(record, running, line))
+
+    def _answer_lost_once(self, answer):
         self.claims += 1
-        claimed = super().claim(record, running)
         if self.claims == 1:
             raise redis.TimeoutError("Timeout reading from socket")
-        return claimed
+        return answer
 
 
 def test_a_claim_retried_after_its_answer_was_lost_runs_the_execution_once(
