@@ -126,7 +126,10 @@ def test_a_keyed_preview_of_a_huge_stringify_is_refused_at_once_and_healthz_keep
         "error": f"Expression error: {message} (expression: {expression})"
     }
     assert float(seconds) < 0.5  # was 6.2 s, with the api held all along
-    assert max(healthz, default=0) < 0.1
+    # Never held for the preview: each /healthz within the preview's own bound. Alone it takes
+    # 3-25 ms here with a core kept busy; amid the whole suite on a busy machine the scheduler
+    # once made one take 0.13 s, which said nothing about the api's loop.
+    assert max(healthz, default=0) < 0.5
     assert peak - before < 30  # MiB; was 399 -> 1,318
 
 
