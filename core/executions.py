@@ -517,17 +517,8 @@ class ExecutionStore:
         the task carried (same revision); claimed again for a retry of this very claim. Whether
         a stop was asked for already comes with it (falsy: not claimed)."""
         execution_id = record.id
-        keys = [
-            self.keys.execution(execution_id),
-            self.keys.execution_lease(execution_id),
-            self.keys.execution_queued(execution_id),
-            self.keys.execution_stop(execution_id),
-        ]
-        if not self.cluster:
-            keys += [self.keys.running(), self.keys.queued()]
         deadline = now_ms() + self.lease_ms
-        args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
-                execution_id, deadline]  # fmt: skip
+        keys, args = self._claim_keys_args(record, running, deadline)
         claimed = Claimed(self._claim(keys=keys, args=args))
         if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -536,24 +527,32 @@ class ExecutionStore:
             pipe.execute()
         return claimed
 
-    def claim_at_turn(
-        self, record: ExecutionRecord, running: ExecutionRecord, line: str
-    ) -> tuple[Claimed, Turn]:
-        """`claim`, if it is the execution's turn in its session's `line`: one step for the
-        common case, where nothing is ahead of it (one Redis only; a cluster turns, then
-        claims)."""
+    def _claim_keys_args(
+        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int
+    ) -> tuple[builtins.list[str], builtins.list[Any]]:
+        """The claim script's KEYS and ARGV (the indexes too, on one Redis)."""
         execution_id = record.id
         keys = [
             self.keys.execution(execution_id),
             self.keys.execution_lease(execution_id),
             self.keys.execution_queued(execution_id),
             self.keys.execution_stop(execution_id),
-            self.keys.running(),
-            self.keys.queued(),
-            line,
         ]
+        if not self.cluster:
+            keys += [self.keys.running(), self.keys.queued()]
         args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
-                execution_id, now_ms() + self.lease_ms, *self.lines.key_halves()]  # fmt: skip
+                execution_id, deadline]  # fmt: skip
+        return keys, args
+
+    def claim_at_turn(
+        self, record: ExecutionRecord, running: ExecutionRecord, line: str
+    ) -> tuple[Claimed, Turn]:
+        """`claim`, if it is the execution's turn in its session's `line`: one step for the
+        common case, where nothing is ahead of it (one Redis only; a cluster turns, then
+        claims)."""
+        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms)
+        keys.append(line)
+        args += self.lines.key_halves()
         mine, answer = self._claim_at_turn(keys=keys, args=args)
         if not mine:
             return Claimed.NOT, Turn(False, _text(answer) or None)
