@@ -5,14 +5,18 @@ the medians and the ratios this/ref. Ratios in one run, since the machine is sha
     python bench/compare.py REF [ROUNDS] [SECONDS] [SESSIONS]
 
 REF is any git ref (main, a commit). Each tree runs its own code with this virtualenv's
-packages, measured by this checkout's bench/cpu_per_message.py (the same measure for both; it
-starts the tree's own processes through the tree's tests/e2e/deployment.py).
+packages, measured by this checkout's bench/cpu_per_message.py (the same measure for both):
+that script and bench/_common.py are copied into the ref's tree and run from there, since
+_common.py puts its own tree first on the path, and the processes are started from that tree
+(its tests/e2e/deployment.py). The bench prints the tree its processes ran from, and a round
+whose code came from elsewhere stops the run.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+MEASURE = ("cpu_per_message.py", "_common.py")  # this checkout's measure, run inside each tree
 # What the CPU bench prints, and the name each figure gets here.
 FIGURES = {
     "messages/s": r"messages/s\s+([\d.]+)",
@@ -50,8 +55,11 @@ def checkout(ref: str, into: Path) -> Path:
 
 def run(tree: Path, seconds: str, sessions: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    for script in MEASURE:
+        if tree != HERE:
+            shutil.copy(HERE / "bench" / script, tree / "bench" / script)
     out = subprocess.run(
-        [sys.executable, str(HERE / "bench" / "cpu_per_message.py"), seconds, sessions],
+        [sys.executable, str(tree / "bench" / "cpu_per_message.py"), seconds, sessions],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -60,6 +68,9 @@ def run(tree: Path, seconds: str, sessions: str) -> dict[str, float]:
     )
     if out.returncode:
         raise SystemExit(f"the bench failed in {tree}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    ran_from = re.search(r"code from (\S+)", out.stdout)
+    if ran_from is None or Path(ran_from[1]) != tree:
+        raise SystemExit(f"the bench for {tree} ran code from elsewhere:\n{out.stdout[-2000:]}")
     figures = {}
     for name, pattern in FIGURES.items():
         found = re.search(pattern, out.stdout)

@@ -178,6 +178,7 @@ def _restart_worker(deploy: Deployment, worker):
 
 
 def main(seconds: float, sessions: int) -> None:
+    print(f"code from {ROOT}")  # the tree whose processes run (bench/compare.py checks it)
     fake, openai_url = start_fake()
     creds = None
     try:
