@@ -56,9 +56,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
         broker_pool_limit=10,
-        # A reserved but unstarted message returns to the queue after this long if its worker
-        # died; the claim drops it if the execution was meanwhile marked crashed.
-        broker_transport_options={"visibility_timeout": 3600},
+        # No ack bookkeeping in Redis (kombu's unacked hash and index, two transactions per task
+        # and a JSON copy of every message): tasks are acknowledged as they start, and what
+        # that bookkeeping restores, a message its dead worker had received but not started,
+        # would come back after the visibility timeout, long past the queue timeout after which
+        # the workers' reapers end the execution anyway (core/executions.py). A worker that
+        # stops warm still puts back what it had received and not started, from memory.
+        broker_transport_options={"ack_emulation": False},
     )
     app.settings = settings
     app.runtime = None

@@ -140,3 +140,33 @@ def test_the_message_the_api_writes_is_the_one_celery_sends(redis_url, redis_cli
 def test_the_api_writes_its_own_messages_only_where_the_broker_is_its_redis(changes, own):
     url = "redis://redis:6379/0"
     assert writes_own_messages(Settings(**{"redis_url": url, "broker_url": url, **changes})) is own
+
+
+@pytest.mark.parametrize("acked", [False, True])
+def test_received_tasks_keep_no_ack_bookkeeping_in_redis_and_an_unacked_one_goes_back(
+    redis_url, redis_client, keys, acked
+):
+    """kombu's ack emulation is off (worker/celery_app.py): receiving a task writes nothing
+    beside the queue, and a task received but never acknowledged (a worker stopping warm with
+    one in hand) is put back on its queue from memory when the channel closes."""
+    queue = keys.prefix + "queue"
+    settings = Settings(redis_url=redis_url, broker_url=redis_url, task_queue=queue)
+    app = create_celery(settings)
+    payload = TaskPayload(record=ExecutionRecord("e1", "wf1", mode="webhook"), start_node="T",
+                          items=[{"json": {}}], workflow_ref="v1")  # fmt: skip
+    redis_client.lpush(queue, redis_message(payload, queue))
+    with app.connection_for_read() as connection:
+        reader = connection.SimpleQueue(queue, no_ack=False)
+        message = reader.get(timeout=5)
+        assert redis_client.llen(queue) == 0
+        assert not redis_client.keys("unacked*")  # kombu's unacked hash, its index and mutex
+        if acked:
+            message.ack()
+        reader.close()
+    assert redis_client.llen(queue) == (0 if acked else 1)
+    if not acked:
+        with app.connection_for_read() as connection:
+            reader = connection.SimpleQueue(queue, no_ack=True)
+            again = reader.get(timeout=5)
+            reader.close()
+        assert again.headers["id"] == "e1" and again.decode() == message.decode()
