@@ -53,7 +53,23 @@ class TooManyValues(JSONTextError):
     status = 413
 
 
+# orjson writes what `json.dumps` writes but for an exponent's form (1e16 where json writes
+# 1e+16, both JSON) and types json does not know, which it would write itself: those go to
+# `default` as they do with json.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """Written in C where it can be (orjson, several times faster than the json module on the
+    records, events and run data every execution writes); orjson refuses what only `_dumps`
+    writes as JavaScript would (a lone surrogate, an integer past 64 bits, a non-string key)."""
+    try:
+        return orjson.dumps(value, default=default, option=_ORJSON_OPTIONS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return _dumps(value, default)
+
+
+def _dumps(value: Any, default: Callable[[Any], Any] | None) -> str:
     try:
         text = json.dumps(
             value, separators=_SEPARATORS, ensure_ascii=False, allow_nan=False, default=default
@@ -76,9 +92,9 @@ def dumps_bytes(value: Any) -> bytes:
     milliseconds, where the json module takes hundreds); orjson refuses what it cannot write as
     `dumps` would (a lone surrogate, an integer past 64 bits), and `dumps` writes that."""
     try:
-        return orjson.dumps(value)  # NaN and the infinities as null, as `dumps`
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)  # NaN, infinities: null, as `dumps`
     except (TypeError, orjson.JSONEncodeError):
-        return dumps(value).encode()
+        return _dumps(value, None).encode()
 
 
 def well_formed(text: str) -> str:
