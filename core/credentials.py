@@ -174,6 +174,12 @@ class CredentialStore:
         hint = " or set OPENAI_API_KEY" if type_name == "openAiApi" else ""
         return f"{wanted} of type {type_name} not found: add it to MINI_N8N_CREDENTIALS_FILE{hint}"
 
+    def has_type(self, type_name: str) -> bool:
+        """Whether a credential of this type is configured (the environment's openAiApi too)."""
+        return any(c.type == type_name for c in self._items) or (
+            self._from_env(type_name) is not None
+        )
+
     def redacted(self) -> list[dict[str, Any]]:
         items = [c.redacted() for c in self._items]
         fallback = self._from_env("openAiApi")

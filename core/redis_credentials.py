@@ -53,9 +53,7 @@ class RedisConnections:
             return client
 
     def _has_redis_credentials(self) -> bool:
-        if self._credentials is None:
-            return False
-        return any(c["type"] == TYPE for c in self._credentials.redacted())
+        return self._credentials is not None and self._credentials.has_type(TYPE)
 
     def __repr__(self) -> str:
         return f"RedisConnections({len(self._clients)} clients)"

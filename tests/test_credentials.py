@@ -172,3 +172,10 @@ def test_a_missing_file_is_named():
     with pytest.raises(CredentialError) as info:
         CredentialStore.from_env({"MINI_N8N_CREDENTIALS_FILE": "/nonexistent/creds.json"})
     assert str(info.value) == "credentials file /nonexistent/creds.json not found"
+
+
+def test_has_type_names_the_configured_types_and_the_environments_key():
+    store = CredentialStore([{"id": "r", "name": "R", "type": "redis", "data": {"host": "h"}}])
+    assert store.has_type("redis") and not store.has_type("openAiApi")
+    from_env = CredentialStore(env={"OPENAI_API_KEY": "sk-x"})
+    assert from_env.has_type("openAiApi") and not from_env.has_type("redis")
