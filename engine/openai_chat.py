@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import orjson
 
 from engine import model_connection
 from engine.errors import ExecutionCanceled, NodeExecutionError
@@ -168,8 +169,9 @@ class OpenAiChatModel:
                     continue
                 if kind == "done":
                     return
-                if kind == "chunk":
-                    answer.add(value)
+                if kind == "chunks":
+                    for chunk in value:
+                        answer.add(chunk)
                 else:
                     raise self._describe(value, kind, answer.emitted)
         finally:
@@ -327,9 +329,11 @@ def _error_body(response: httpx.Response) -> Any:
     return data.get("error", data) if isinstance(data, dict) else data
 
 
-def _sse_data(pieces: Any) -> Any:
-    """The `data` of each server-sent event, as bytes (several data lines joined by newlines);
-    `event:`, `id:`, `retry:` and comment lines are not used by chat completions."""
+def _sse_batches(pieces: Any) -> Any:
+    """The `data` of each server-sent event, as bytes (several data lines joined by newlines),
+    a list per piece of the body that completes any: what one read from the network brought,
+    handed on at once. `event:`, `id:`, `retry:` and comment lines are not used by chat
+    completions."""
     buffer = b""
     data: list[bytes] = []
     for piece in pieces:
@@ -337,21 +341,33 @@ def _sse_data(pieces: Any) -> Any:
         if b"\n" not in buffer:
             continue
         *lines, buffer = buffer.split(b"\n")
+        events = []
         for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
                 if data:
-                    yield b"\n".join(data)
+                    events.append(b"\n".join(data))
                     data = []
             elif line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value.startswith(b" ") else value)
+        if events:
+            yield events
     if buffer.startswith(b"data:"):
         value = buffer[5:].rstrip(b"\r")
         data.append(value[1:] if value.startswith(b" ") else value)
     if data:
-        yield b"\n".join(data)
+        yield [b"\n".join(data)]
+
+
+def _event_json(data: bytes) -> Any:
+    """An event's JSON, parsed in C (orjson); what orjson refuses and the json module reads (a
+    lone surrogate's escape, an integer past 64 bits) is read by the json module."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 class _Answer:
@@ -437,7 +453,7 @@ def _new_id() -> str:
 
 class _Pump:
     """Reads one streamed completion in the background into `events`:
-    ("chunk", dict)..., then ("done", None) or (phase, exception) with phase request/stream."""
+    ("chunks", [dict, ...])..., then ("done", None) or (phase, exception) with phase request/stream."""
 
     def __init__(self, client: httpx.Client, url: str, payload: bytes, spawn: Spawn):
         self.events: queue.Queue = queue.Queue()
@@ -455,15 +471,11 @@ class _Pump:
                 raise _StatusError(response.status_code, _error_body(response), response.headers)
             phase = "stream"
             pieces = response.iter_bytes()
-            for data in _sse_data(pieces):
+            for events in _sse_batches(pieces):
                 if self._stopped.is_set():
                     return
-                if data.startswith(b"[DONE]"):
+                if self._hand_on(events):
                     break
-                chunk = json.loads(data)
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise _StreamedError(chunk["error"])
-                self.events.put(("chunk", chunk))
             self._answered = True
             self.events.put(("done", None))
             _drain(pieces)
@@ -473,6 +485,23 @@ class _Pump:
             if response is not None:
                 with contextlib.suppress(Exception):  # the connection is going away either way
                     response.close()
+
+    def _hand_on(self, events: list[bytes]) -> bool:
+        """The chunks of one read, put as one event (the caller wakes once for them, not once
+        each); True at `[DONE]`. An error event raises after the chunks before it."""
+        chunks = []
+        try:
+            for data in events:
+                if data.startswith(b"[DONE]"):
+                    return True
+                chunk = _event_json(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise _StreamedError(chunk["error"])
+                chunks.append(chunk)
+            return False
+        finally:
+            if chunks:
+                self.events.put(("chunks", chunks))
 
     def stop(self) -> None:
         self._stopped.set()

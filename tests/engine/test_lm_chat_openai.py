@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
 import textwrap
@@ -460,3 +461,31 @@ def test_streams_concurrently_and_stops_under_gevent_monkey_patching():
     assert result["answers"] == [f"You said: hello {i} a b c" for i in range(5)]
     assert result["overlapped"] is True  # 5 streams of ~0.6 s each ran at once, not in a queue
     assert result["stop"] < 10  # the stop ended a request that hangs until its 30 s timeout
+
+
+def test_server_sent_events_are_read_across_pieces_and_handed_on_per_read():
+    """What one read brought is one batch; an event split over reads comes with the read that
+    completes it; CRLF lines, several data lines and comments are read as SSE defines them."""
+    pieces = [
+        b'data: {"a":1}\n\ndata: {"b"',
+        b":2}\r\n\r\n: a comment\n\n",
+        b"data: x\ndata: y\n\n",
+    ]
+    assert list(openai_chat._sse_batches(pieces)) == [[b'{"a":1}'], [b'{"b":2}'], [b"x\ny"]]
+    assert list(openai_chat._sse_batches([b"data: [DONE]"])) == [[b"[DONE]"]]  # no blank line
+
+
+def test_the_chunks_of_one_read_are_one_event_and_an_error_comes_after_those_before_it():
+    pump = openai_chat._Pump.__new__(openai_chat._Pump)
+    pump.events = queue.Queue()
+    lone = b'{"choices":[{"index":0,"delta":{"content":"\\ud800"}}]}'  # json reads, orjson not
+    assert pump._hand_on([b'{"n":1}', lone]) is False
+    assert pump._hand_on([b'{"n":3}', b"[DONE]", b'{"n":4}']) is True
+    with pytest.raises(openai_chat._StreamedError):
+        pump._hand_on([b'{"n":5}', b'{"error":{"message":"overloaded"}}', b'{"n":6}'])
+    events = [pump.events.get_nowait() for _ in range(pump.events.qsize())]
+    assert events == [
+        ("chunks", [{"n": 1}, json.loads(lone)]),
+        ("chunks", [{"n": 3}]),
+        ("chunks", [{"n": 5}]),
+    ]
