@@ -27,6 +27,7 @@ import logging
 import queue
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -233,7 +234,7 @@ class OpenAiChatModel:
         return text.replace(self._api_key, "***") if len(self._api_key) >= 4 else text
 
 
-_CLIENTS: dict[tuple, httpx.Client] = {}
+_CLIENTS: dict[tuple, _ModelClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest client is dropped
 # As many connections as the openai SDK allowed: a worker streams many answers at once. Idle
@@ -271,7 +272,7 @@ def _tls_context() -> Any:
         return _TLS[0]
 
 
-def _shared_client(s: OpenAiSettings, api_key: str) -> httpx.Client:
+def _shared_client(s: OpenAiSettings, api_key: str) -> _ModelClient:
     """One client per endpoint and key for the whole process, so executions reuse its pooled
     (TLS) connections. It never retries: our own loop does, since a client's retries can
     neither be stopped nor know whether tokens were already handed on."""
@@ -288,7 +289,7 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> httpx.Client:
             }
             if s.organization:
                 headers["OpenAI-Organization"] = s.organization
-            client = httpx.Client(
+            client = _ModelClient(
                 headers=headers, timeout=s.timeout, limits=LIMITS, verify=tls, trust_env=True
             )
             model_connection.install(client)  # no 40 ms stall when kept alive (issue 26)
@@ -298,6 +299,33 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> httpx.Client:
                 _CLIENTS.pop(next(iter(_CLIENTS)))
             _CLIENTS[key] = client
         return client
+
+
+class _ModelClient(httpx.Client):
+    """httpx's client, with a short way for the model call's one request: where no proxy is
+    configured in the environment (httpx's `trust_env`), the request goes straight to the
+    client's transport with the client's headers and timeout. The client's layers around it
+    (auth and redirect flows, event hooks, a cookie jar read and written through urllib's
+    request objects) cost about as much CPU as the transport's own work, for a POST with a
+    bearer key that is never redirected; n8n's model client keeps no cookies either."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._direct = None if urllib.request.getproxies() else self._transport
+        self._request_timeout = {"timeout": self.timeout.as_dict()}
+        self._direct_urls: dict[str, httpx.URL] = {}
+
+    def post_stream(self, url: str, content: bytes) -> httpx.Response:
+        """POST `content`, the response's body still to be read (close it)."""
+        if self._direct is None:
+            return self.send(self.build_request("POST", url, content=content), stream=True)
+        target = self._direct_urls.get(url)
+        if target is None:
+            target = self._direct_urls[url] = httpx.URL(url)
+        request = httpx.Request(
+            "POST", target, headers=self.headers, content=content, extensions=self._request_timeout
+        )
+        return self._direct.handle_request(request)
 
 
 class _StatusError(Exception):
@@ -455,17 +483,16 @@ class _Pump:
     """Reads one streamed completion in the background into `events`:
     ("chunks", [dict, ...])..., then ("done", None) or (phase, exception) with phase request/stream."""
 
-    def __init__(self, client: httpx.Client, url: str, payload: bytes, spawn: Spawn):
+    def __init__(self, client: _ModelClient, url: str, payload: bytes, spawn: Spawn):
         self.events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
         self._answered = False  # the whole answer was read: what is left is the body's end
         self._interrupt = spawn(lambda: self._run(client, url, payload))
 
-    def _run(self, client: httpx.Client, url: str, payload: bytes) -> None:
+    def _run(self, client: _ModelClient, url: str, payload: bytes) -> None:
         phase, response = "request", None
         try:
-            request = client.build_request("POST", url, content=payload)
-            response = client.send(request, stream=True)
+            response = client.post_stream(url, payload)
             if not response.is_success:
                 response.read()
                 raise _StatusError(response.status_code, _error_body(response), response.headers)

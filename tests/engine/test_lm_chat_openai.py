@@ -489,3 +489,26 @@ def test_the_chunks_of_one_read_are_one_event_and_an_error_comes_after_those_bef
         ("chunks", [{"n": 3}]),
         ("chunks", [{"n": 5}]),
     ]
+
+
+@pytest.mark.parametrize("proxied", [False, True])
+def test_the_request_is_the_clients_whether_it_goes_straight_or_through_a_configured_proxy(
+    fake, monkeypatch, proxied
+):
+    """With no proxy in the environment the request goes straight to the client's transport;
+    with one, through httpx's client and its proxy rules (NO_PROXY lets this one reach the
+    fake). The server sees the same request either way: the client's headers and the body."""
+    if proxied:
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    model = make_model(fake.base_url, model=f"m-{proxied}")  # each fake: its own client
+    assert model.invoke([human("hi")], []).content == "You said: hi"
+    client = openai_chat._shared_client(model.settings, KEY)
+    assert (client._direct is None) is proxied
+    headers = fake.requests[0]["headers"]
+    assert headers["authorization"] == f"Bearer {KEY}"
+    assert headers["content-type"] == "application/json"
+    assert headers["accept"] == "text/event-stream"
+    assert headers["user-agent"] == client.headers["user-agent"]
+    assert headers["accept-encoding"] == client.headers["accept-encoding"]
+    assert fake.requests[0]["body"]["model"] == f"m-{proxied}"
