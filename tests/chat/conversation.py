@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import httpx
 from websockets.exceptions import ConnectionClosed
@@ -62,9 +63,11 @@ def open_chat(
 
 
 def next_frame(ws: ClientConnection, timeout: float = FRAME_TIMEOUT) -> str:
-    """The next frame that is not a heartbeat (heartbeats are acknowledged, as the widget does)."""
+    """The next frame that is not a heartbeat (heartbeats are acknowledged, as the widget does),
+    within `timeout` seconds: heartbeats do not extend it."""
+    deadline = time.monotonic() + timeout
     while True:
-        frame = ws.recv(timeout=timeout)
+        frame = ws.recv(timeout=max(deadline - time.monotonic(), 0))
         assert isinstance(frame, str)
         if frame != HEARTBEAT:
             return frame

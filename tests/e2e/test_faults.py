@@ -69,10 +69,17 @@ class Faults:
             self.server.stop()
             self.server = EmbeddedRedis(port=port, data_dir=data_dir).start()
         elif fault == "worker killed":
-            self._worker_of(execution_id).proc.send_signal(signal.SIGKILL)
+            # Dead before the test goes on, as an orchestrator sees it: until its socket is
+            # closed, Redis may still hand the dying worker's pending BRPOP the next task (a
+            # reply's), which dies with it (at most once) and would be reaped only at the
+            # queue timeout. A fresh-clone run on a busy machine lost a reply so.
+            worker = self._worker_of(execution_id).proc
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
         elif fault == "api killed":
             api, _ = self.deploy.apis[-1]
             api.proc.send_signal(signal.SIGKILL)
+            api.proc.wait(10)
 
     def _worker_of(self, execution_id: str):
         record = wait_until(
