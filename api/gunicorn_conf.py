@@ -95,3 +95,4 @@ def post_worker_init(worker) -> None:
     gevent.spawn(watch)
     # Freed memory of a burst of stream starts goes back to the system (core/heap.py).
     gevent.spawn(heap.trim_forever, gevent.sleep)
+    heap.settle()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from core import jsontext, logs
+from core import heap, jsontext, logs
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ def connect_worker_signals(app: Celery) -> None:
         runtime(app).warm()
         runtime(app).start_background()
         runtime(app).serve_metrics()
+        heap.settle()
 
     def shutting_down(**_):
         # Runs inside a signal handler: only set deadlines, the background thread acts on them.
