@@ -118,11 +118,22 @@ def env_level(default: str = "INFO") -> str:
     return (os.environ.get(LEVEL_ENV) or default).upper()
 
 
+def lean_records() -> None:
+    """Records without what neither format writes: the source file and line (found by walking
+    the caller's stack for every record, deep under gevent and Celery), the thread and the
+    multiprocessing names. The logging module's own switches for it ("Optimization" in its
+    HOWTO); the process id stays."""
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
+
+
 def configure(
     fmt: str = "text", level: str | int | None = None, filters: Iterable[logging.Filter] = ()
 ) -> logging.Handler:
     """The process's logging: one stderr handler on the root logger, in `fmt`, at `level`
     (default MINI_N8N_LOG_LEVEL). Calling it again replaces the handler it installed."""
+    lean_records()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(fmt))
     handler.addFilter(ExecutionIdFilter())
@@ -143,6 +154,7 @@ def dict_config(fmt: str = "text", level: str | None = None) -> dict[str, Any]:
     error log writes through our handler, and its access log is off (a logconfig turns it on):
     its lines carry the query string, and the api writes its own (api/access_log.py)."""
     formatter(fmt)  # an unknown format fails here, at start, not on the first line
+    lean_records()
     level = level or env_level()
     formatter_class = "JsonFormatter" if fmt == "json" else "TextFormatter"
     return {
