@@ -94,6 +94,16 @@ def dumps_bytes(value: Any, default: Callable[[Any], Any] | None = None) -> byte
         return _dumps(value, default).encode()
 
 
+def loads(data: bytes | str) -> Any:
+    """JSON we wrote or stored ourselves (chat memory, events, a model's stream), parsed in C
+    (orjson); what orjson refuses and the json module reads (a lone surrogate's escape, an
+    integer past 64 bits, NaN) is read by the json module. Not for requests: `loads_request`."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def well_formed(text: str) -> str:
     """Text that UTF-8 can carry: a lone surrogate becomes U+FFFD, as Node.js writes it."""
     if text.isascii():

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 import redis
 
 from core.credentials import CredentialError
@@ -42,7 +43,7 @@ class RedisConnections:
             return self._default
         credential = self._credentials.resolve(TYPE, ref)  # CredentialError names the ref
         # Keyed by a digest: the cache holds no secret of its own.
-        digest = hashlib.sha256(json.dumps(credential, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(_canonical(credential)).hexdigest()
         with self._lock:
             client = self._clients.get(digest)
             if client is None:
@@ -80,3 +81,11 @@ def _client(credential) -> redis.Redis:
         health_check_interval=30,
         client_name="mini-n8n-memory",
     )
+
+
+def _canonical(credential: Mapping[str, Any]) -> bytes:
+    """The credential as JSON with sorted keys: the same text for the same credential."""
+    try:
+        return orjson.dumps(credential, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # what orjson will not write (a huge integer)
+        return json.dumps(credential, sort_keys=True).encode()

@@ -36,8 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import orjson
 
+from core import jsontext
 from engine import model_connection
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
@@ -157,7 +157,7 @@ class OpenAiChatModel:
 
     def _stream_once(self, body: dict[str, Any], answer: _Answer, cancel) -> None:
         client = _shared_client(self.settings, self._api_key)
-        payload = json.dumps({**body, "stream": True}).encode()
+        payload = jsontext.dumps_bytes({**body, "stream": True})
         url = f"{self.settings.base_url}/chat/completions"
         pump = _Pump(client, url, payload, self._spawn)
         try:
@@ -389,15 +389,6 @@ def _sse_batches(pieces: Any) -> Any:
         yield [b"\n".join(data)]
 
 
-def _event_json(data: bytes) -> Any:
-    """An event's JSON, parsed in C (orjson); what orjson refuses and the json module reads (a
-    lone surrogate's escape, an integer past 64 bits) is read by the json module."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
-
-
 class _Answer:
     """Accumulates one streamed answer: text pieces and tool calls by index."""
 
@@ -521,7 +512,7 @@ class _Pump:
             for data in events:
                 if data.startswith(b"[DONE]"):
                     return True
-                chunk = _event_json(data)
+                chunk = jsontext.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
                     raise _StreamedError(chunk["error"])
                 chunks.append(chunk)

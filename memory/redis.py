@@ -21,13 +21,12 @@ writes one namespace: the public one, or one workflow's (`workflow_id`).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import redis
 
-from core.jsontext import dumps
+from core.jsontext import dumps, loads
 from core.keys import Keys
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
@@ -119,7 +118,7 @@ def decode(element: str | bytes) -> ChatMessage | None:
     than fail the whole conversation.
     """
     try:
-        data: Any = json.loads(element)  # accepts bytes (UTF-8)
+        data: Any = loads(element)  # accepts bytes (UTF-8)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return ChatMessage.from_stored(data)

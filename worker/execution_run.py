@@ -14,7 +14,6 @@ step is retried while Redis is briefly unreachable (core/retry.py); all of them 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -24,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core import events
+from core import events, jsontext
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
 from core.executions import Claimed, Ended, ExecutionStore
@@ -40,6 +39,7 @@ from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.run_data import Run
 from engine.services import Services
+from worker.greenlets import call_later
 from worker.metrics import Claim, WorkerMetrics
 from worker.push import PushHooks
 from worker.stops import Stops
@@ -258,9 +258,7 @@ class ExecutionRunner:
             timed_out.set()
             cancel.set()
 
-        timer = threading.Timer(max(deadline - time.monotonic(), 0), time_out)
-        timer.daemon = True
-        timer.start()
+        cancel_timer = call_later(max(deadline - time.monotonic(), 0), time_out)
         try:
             run = self.engine(
                 self._workflow(payload),
@@ -280,7 +278,7 @@ class ExecutionRunner:
             log.exception("execution %s could not run", record.id)
             run = Run(status=Status.ERROR, error=f"The execution could not run: {err}")
         finally:
-            timer.cancel()
+            cancel_timer()
         if run.status == Status.CANCELED and timed_out.is_set():
             run.status = Status.ERROR
             run.error = (f"The execution timed out after {self.timeout_seconds:g} s "
@@ -353,11 +351,11 @@ class ExecutionRunner:
 
 
 def _leftover_messages(leftovers: list[str]) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in leftovers]
+    return [jsontext.loads(raw) for raw in leftovers]
 
 
 def _bounded_run_data(run_data: dict[str, Any]) -> dict[str, Any]:
-    text = json.dumps(run_data, default=str)
+    text = jsontext.dumps_bytes(run_data, default=str)  # as the record will write it
     if len(text) <= MAX_RUN_DATA_BYTES:
         return {"run_data": run_data}
     slim = {
