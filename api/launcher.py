@@ -16,11 +16,12 @@ from api.task_sender import TaskSender
 from core import jsontext
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord
-from core.executions import ExecutionStore
+from core.executions import ExecutionStore, RouteChanged
 from core.keys import Keys
 from core.settings import Settings
 from core.task import ITEMS_INLINE_BYTES, TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
+from core.workflow_store import RouteCheck
 from engine.workflow import Workflow
 from worker.celery_app import redis_message, send_execution, writes_own_messages
 
@@ -69,9 +70,11 @@ class Launcher:
         session_id: str | None = None,
         push_ref: str | None = None,
         streaming: bool | None = None,
+        route: RouteCheck | None = None,
     ) -> Launch:
         """`streaming` defaults to the response mode; a manual run from the editor streams to
-        its push channel (`push_ref`) while nobody waits on the HTTP side."""
+        its push channel (`push_ref`) while nobody waits on the HTTP side. `route`: the webhook
+        route the api remembered, confirmed by the create (RouteChanged: nothing started)."""
         record = ExecutionRecord(
             id=secrets.token_hex(8),
             workflow_id=workflow.id,
@@ -97,8 +100,8 @@ class Launcher:
         streams = response_mode not in ("onReceived", "responseNodes")
         join = response_mode == "responseNodes"  # a session has one conversation at a time
         if self._own_messages:
-            return self._record_and_enqueue(record, stored, payload, streams, join)
-        joined = self.store.create(record, stored, join=join)
+            return self._record_and_enqueue(record, stored, payload, streams, join, route)
+        joined = self.store.create(record, stored, join=join, route=route)
         if joined is not None:
             return Launch(joined, None, joined=True)
         stream = None
@@ -111,7 +114,8 @@ class Launcher:
         return Launch(record.id, stream)
 
     def _record_and_enqueue(self, record: ExecutionRecord, stored: bytes | None,
-                            payload: TaskPayload, streams: bool, join: bool) -> Launch:  # fmt: skip
+                            payload: TaskPayload, streams: bool, join: bool,
+                            route: RouteCheck | None) -> Launch:  # fmt: skip
         """The broker is this Redis: subscribed first (no event can come before the relay
         hears it), then the record and its task in one transaction."""
         stream = None
@@ -123,7 +127,11 @@ class Launcher:
         queue = self.settings.task_queue
         try:
             task = (queue, redis_message(payload, queue))
-            joined = self.store.create(record, stored, task=task, join=join)
+            joined = self.store.create(record, stored, task=task, join=join, route=route)
+        except RouteChanged:  # nothing was written
+            if stream is not None:
+                self.relay.unsubscribe(stream)
+            raise
         except Exception as err:  # perhaps written after all: failed, its task is dropped
             self._not_started(record, stream, err)
         if joined is not None:

@@ -20,6 +20,7 @@ from api.responses import (
     streaming_response,
 )
 from api.runtime import runtime
+from core.executions import RouteChanged
 from core.workflow_store import WEBHOOK_METHODS
 from engine.context import merged_parameters
 from engine.nodes.chat_trigger import ChatTrigger
@@ -43,9 +44,32 @@ def webhook(path: str) -> Response:
 
 
 def _webhook(rt, path: str) -> Response:
+    """Routed from what the api remembers, when it found the route before: the execution's
+    create confirms it in the same step, and an answer that starts none confirms it after.
+    A route gone stale (the webhook moved, the workflow changed) is routed again."""
     path = path.strip("/")
     method = "GET" if request.method in ("HEAD",) else request.method
-    workflow_id, allowed, found = rt.workflows.route(method, path)
+    if request.method != "OPTIONS":
+        route = rt.workflows.route(method, path, remembered=True)
+        check = g.route_check = route[3]
+        try:
+            response = _routed(rt, path, method, route)
+        except RouteChanged:
+            response = None
+        except ApiError:
+            if check is None or g.pop("route_check", None) is None or rt.workflows.confirm(check):
+                raise
+            response = None
+        if response is not None and (g.pop("route_check", None) is None
+                                     or rt.workflows.confirm(check)):  # fmt: skip
+            return response
+        rt.workflows.forget_routes()
+    g.route_check = None
+    return _routed(rt, path, method, rt.workflows.route(method, path))
+
+
+def _routed(rt, path: str, method: str, route: tuple[Any, ...]) -> Response:
+    workflow_id, allowed, found, _ = route
     if request.method == "OPTIONS":
         return _options(rt, path, allowed)
     if workflow_id is None:
@@ -112,8 +136,13 @@ def webhook_item(path: str) -> dict[str, Any]:
 
 
 def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers) -> Response:
+    route = g.get("route_check")  # a remembered route: the create confirms it
     try:
         if response_mode == "responseNodes":
+            # A reply may be delivered before anything is created: confirmed first.
+            if route is not None and not rt.workflows.confirm(route):
+                raise RouteChanged(route.field)
+            g.route_check = None
             return start_or_reply(rt, raw, workflow, trigger, items, session_id, headers)
         launched = rt.launcher.start(
             raw,
@@ -123,7 +152,9 @@ def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers
             mode="webhook",
             response_mode=response_mode,
             session_id=session_id,
+            route=route,
         )
+        g.route_check = None  # confirmed
     finally:
         turn = g.pop("start_turn", None)
         if turn is not None:

@@ -36,7 +36,7 @@ import builtins  # `list` below is a method name: annotations past it say builti
 import json
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import events, liveness
 from core.clock import now_ms
@@ -47,6 +47,9 @@ from core.liveness import Verdict
 from core.redis_clients import is_cluster, publish_command
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
+
+if TYPE_CHECKING:
+    from core.workflow_store import RouteCheck
 
 # Reads a record's header: status (false when there is no readable record), revision, claim.
 _HEADER = f"""
@@ -79,12 +82,18 @@ end
 # With `join` ('1'), a conversation (responseNodes) whose session already has one unfinished is
 # not started: its id is answered instead (the message is that one's next reply), decided in the
 # same step as the create, so two messages at once never start two conversations.
+# With a route the api remembered (core/workflow_store.py RouteCheck), nothing is created (0) if
+# the webhook no longer leads to that version of the workflow: the api routes it again.
 # KEYS: record, queued, items, queued index, workflow's executions, line, task queue
-#       (line and task queue are only touched when ARGV says so)
+#       (line and task queue are only touched when ARGV says so), [webhooks, workflow]
 # ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
 #       items ('' = none), in a line ('1'/'0'), task message ('' = none), join ('1'/'0'),
-#       the halves around an id of a record's key
+#       the halves around an id of a record's key, [webhook field, workflow id, its SHA-1]
 _CREATE = f"""
+if ARGV[13] and (redis.call('HGET', KEYS[8], ARGV[13]) ~= ARGV[14]
+    or redis.sha1hex(redis.call('GET', KEYS[9]) or '') ~= ARGV[15]) then
+  return 0
+end
 if ARGV[10] == '1' and ARGV[8] == '1' then
   for _, other in ipairs(redis.call('LRANGE', KEYS[6], 0, -1)) do
     local raw = redis.call('GET', ARGV[11] .. other .. ARGV[12])
@@ -308,6 +317,11 @@ return 'resumed'
 )
 
 
+class RouteChanged(Exception):
+    """The route the api remembered no longer holds: the webhook was moved, or its workflow
+    changed. Nothing was created; the request is routed again."""
+
+
 class Claimed(IntEnum):
     """What a claim found; falsy when the execution was not claimed."""
 
@@ -405,6 +419,7 @@ class ExecutionStore:
         items: bytes | None = None,
         task: tuple[str, bytes] | None = None,
         join: bool = False,
+        route: RouteCheck | None = None,
     ) -> str | None:
         """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
         and take a place in its session's line; `items`: its first items as JSON, when too large
@@ -413,7 +428,8 @@ class ExecutionStore:
         transaction, so no execution is ever recorded without its task, nor the reverse.
         `join` (a conversation, responseNodes): if its session has an unfinished conversation
         already, nothing is created and that one's id is answered (one Redis; a cluster's steps
-        cannot decide it with the create, and its callers look first)."""
+        cannot decide it with the create, and its callers look first). `route`: the route the
+        api remembered, checked in the same step; RouteChanged (nothing created) if stale."""
         if self.cluster:
             if task is not None:
                 raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
@@ -435,7 +451,12 @@ class ExecutionStore:
         args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
                 now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
                 int(join), *self.keys.execution("\0").split("\0")]  # fmt: skip
+        if route is not None:
+            keys += [route.webhooks_key, route.workflow_key]
+            args += [route.field, route.workflow_id, route.digest]
         created = self._create(keys=keys, args=args)
+        if created == 0:
+            raise RouteChanged(route.field if route is not None else "")
         return None if created == 1 else _text(created)
 
     def _create_in_steps(self, record: ExecutionRecord, items: bytes | None) -> None:

@@ -9,12 +9,14 @@ ValueError (the engine's WorkflowValidationError is one) and is never stored."""
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import logging
 import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -65,14 +67,32 @@ return {raw, ids}
 """
 
 
+# Webhook routes an api remembers (found ones only: a path is a request's to choose).
+MAX_ROUTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RouteCheck:
+    """What a remembered route assumed: the webhooks hash maps `field` to `workflow_id`, whose
+    stored JSON has this SHA-1 (`redis.sha1hex` in a script checks it where the execution is
+    created, in the same step: core/executions.py `create`)."""
+
+    webhooks_key: str
+    field: str
+    workflow_key: str
+    workflow_id: str
+    digest: str
+
+
 class WorkflowStore:
     def __init__(self, client, keys: Keys, parse: Callable[[Any], StoredWorkflow]):
         self.client = client
         self.keys = keys
         self.parse = parse
-        self._parsed: dict[str, tuple[str, Any]] = {}
+        self._parsed: dict[str, tuple[str, Any, str]] = {}  # id -> raw text, parsed, its SHA-1
         self._lock = threading.Lock()
         self._route = None if keys.cluster else client.register_script(_ROUTE)
+        self._routes: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     # --- CRUD -----------------------------------------------------------------------------
     def save(self, data: dict[str, Any], expected_version: str | None = None) -> Any:
@@ -108,6 +128,7 @@ class WorkflowStore:
                 pipe.execute()
             except WatchError:  # written between our read and our write
                 raise VersionConflict(data["id"]) from None
+        self.forget_routes()
         return workflow
 
     def get_json(self, workflow_id: str) -> dict[str, Any] | None:
@@ -119,16 +140,21 @@ class WorkflowStore:
         return self._loaded(workflow_id, self.client.get(self.keys.workflow(workflow_id)))
 
     def _loaded(self, workflow_id: str, raw: str | None) -> tuple[dict[str, Any], Any]:
+        return self._parsed_version(workflow_id, raw)[1:]
+
+    def _parsed_version(self, workflow_id: str, raw: str | None) -> tuple[str, dict[str, Any], Any]:
+        """(SHA-1 of the stored JSON, the JSON, the parsed workflow), parsed once per version."""
         if raw is None:
             raise WorkflowNotFound(workflow_id)
         with self._lock:
             cached = self._parsed.get(workflow_id)
         if cached and cached[0] == raw:
-            return cached[1].raw, cached[1]
+            return cached[2], cached[1].raw, cached[1]
         workflow = self.parse(json.loads(raw))
+        digest = hashlib.sha1(raw.encode()).hexdigest()
         with self._lock:
-            self._parsed[workflow_id] = (raw, workflow)
-        return workflow.raw, workflow
+            self._parsed[workflow_id] = (raw, workflow, digest)
+        return digest, workflow.raw, workflow
 
     def list(self) -> list[dict[str, Any]]:
         ids = sorted(self.client.smembers(self.keys.workflows()))
@@ -144,6 +170,7 @@ class WorkflowStore:
         pipe.delete(self.keys.workflow(workflow_id))
         pipe.srem(self.keys.workflows(), workflow_id)
         pipe.execute()
+        self.forget_routes()
 
     # --- files ----------------------------------------------------------------------------
     # Below `def list`, a bare `list` in an annotation names that method: spelled builtins.list.
@@ -183,6 +210,7 @@ class WorkflowStore:
         self._register(pipe, workflow)
         pipe.set(self.keys.workflow(workflow_id), dumps(data))
         pipe.execute()
+        self.forget_routes()
         warnings = workflow.activation_warnings(queue_mode)
         for warning in warnings:
             log.warning(warning)
@@ -197,6 +225,7 @@ class WorkflowStore:
         self._unregister(pipe, data)
         pipe.set(self.keys.workflow(workflow_id), dumps(data))
         pipe.execute()
+        self.forget_routes()
 
     # --- webhook lookup -------------------------------------------------------------------
     def lookup(self, method: str, path: str) -> tuple[str | None, builtins.list[str]]:
@@ -208,14 +237,25 @@ class WorkflowStore:
         allowed = [m for m, wid in found.items() if wid]
         return found.get(method.upper()), allowed
 
-    def route(
-        self, method: str, path: str
-    ) -> tuple[str | None, builtins.list[str], tuple[dict[str, Any], Any] | None]:
-        """`lookup`, and the workflow found loaded as `load` loads it (None if none was)."""
+    def route(self, method: str, path: str, remembered: bool = False) -> tuple[Any, ...]:
+        """(workflow id, methods the path answers, (JSON, parsed workflow) or None, check): as
+        `lookup` finds it and `load` loads it. `remembered`: a route found before may be
+        answered from memory, with the RouteCheck of what it assumed, for the execution's
+        create to confirm in its own step (else the check is None: read just now)."""
+        method = method.upper()
+        if remembered:
+            with self._lock:
+                hit = self._routes.get((method, path))
+            if hit is not None:
+                return hit
         if self._route is None:
             workflow_id, allowed = self.lookup(method, path)
-            return workflow_id, allowed, None if workflow_id is None else self.load(workflow_id)
-        method = method.upper()
+            return (
+                workflow_id,
+                allowed,
+                None if workflow_id is None else self.load(workflow_id),
+                None,
+            )
         fields = [_field(m, path) for m in WEBHOOK_METHODS]
         wanted = WEBHOOK_METHODS.index(method) + 1 if method in WEBHOOK_METHODS else 0
         raw, ids = self._route(keys=[self.keys.webhooks()],
@@ -223,7 +263,34 @@ class WorkflowStore:
         found = dict(zip(WEBHOOK_METHODS, ids, strict=True))
         allowed = [m for m, wid in found.items() if wid]
         workflow_id = found.get(method)
-        return workflow_id, allowed, None if workflow_id is None else self._loaded(workflow_id, raw)
+        if workflow_id is None:
+            return None, allowed, None, None
+        digest, data, workflow = self._parsed_version(workflow_id, raw)
+        check = RouteCheck(self.keys.webhooks(), _field(method, path),
+                           self.keys.workflow(workflow_id), workflow_id, digest)  # fmt: skip
+        with self._lock:
+            if len(self._routes) >= MAX_ROUTES:
+                self._routes.clear()
+            self._routes[(method, path)] = (workflow_id, allowed, (data, workflow), check)
+        return workflow_id, allowed, (data, workflow), None
+
+    def forget_routes(self) -> None:
+        """Routes remembered are read again (a route turned out stale, or this process changed
+        a workflow)."""
+        with self._lock:
+            self._routes.clear()
+
+    def confirm(self, check: RouteCheck) -> bool:
+        """Whether a remembered route still holds, for an answer that created no execution."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(check.webhooks_key, check.field)
+        pipe.get(check.workflow_key)
+        owner, raw = pipe.execute()
+        return (
+            owner == check.workflow_id
+            and raw is not None
+            and (hashlib.sha1(raw.encode()).hexdigest() == check.digest)
+        )
 
     def _register(self, pipe, workflow: StoredWorkflow) -> None:
         for method, path in workflow.webhook_routes():

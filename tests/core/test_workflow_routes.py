@@ -1,10 +1,13 @@
 """A webhook's route and its workflow, read together (core/workflow_store.py `route`), against
-a real Redis: what `lookup` and `load` answer one after the other, in one round trip."""
+a real Redis: what `lookup` and `load` answer one after the other, in one round trip; and a route
+the api remembers, which the execution's create confirms in its own step."""
 
 from __future__ import annotations
 
 import pytest
 
+from core.execution_record import ExecutionRecord
+from core.executions import ExecutionStore, RouteChanged
 from core.workflow_store import WorkflowNotFound, WorkflowStore
 from engine.workflow import load_workflow
 from tests.e2e.deployment import fresh_ids
@@ -27,7 +30,8 @@ def active(store: WorkflowStore) -> tuple[str, str]:
 def test_a_route_answers_as_lookup_then_load(store):
     workflow_id, path = active(store)
     method = store.lookup("GET", path)[1][0]
-    found_id, allowed, loaded = store.route(method, path)
+    found_id, allowed, loaded, check = store.route(method, path)
+    assert check is None  # read just now: nothing to confirm
     assert (found_id, allowed) == store.lookup(method, path) == (workflow_id, [method])
     assert loaded is not None and loaded[1] is store.load(workflow_id)[1]  # one parse per version
 
@@ -36,9 +40,9 @@ def test_a_route_nobody_registered_loads_nothing(store):
     _, path = active(store)
     method = store.lookup("GET", path)[1][0]
     other = next(m for m in ("GET", "POST") if m != method)
-    assert store.route(other, path) == (None, [method], None)
-    assert store.route("OPTIONS", path) == (None, [method], None)
-    assert store.route("GET", "no/such/path") == (None, [], None)
+    assert store.route(other, path) == (None, [method], None, None)
+    assert store.route("OPTIONS", path) == (None, [method], None, None)
+    assert store.route("GET", "no/such/path") == (None, [], None, None)
 
 
 def test_a_route_whose_workflow_is_gone_says_so(store, redis_client, keys):
@@ -47,3 +51,70 @@ def test_a_route_whose_workflow_is_gone_says_so(store, redis_client, keys):
     redis_client.delete(keys.workflow(workflow_id))
     with pytest.raises(WorkflowNotFound):
         store.route(method, path)
+
+
+def calls(client) -> dict[str, int]:
+    """Commands Redis has served, by name, but INFO (which asks)."""
+    stats = client.info("commandstats")
+    return {name: v["calls"] for name, v in stats.items() if name != "cmdstat_info"}
+
+
+def remembered(store: WorkflowStore, method: str, path: str):
+    """The route as the api's next request finds it: from memory, with what it assumed."""
+    store.route(method, path)
+    route = store.route(method, path, remembered=True)
+    assert route[3] is not None
+    return route
+
+
+def test_a_remembered_route_costs_no_round_trip_and_names_what_it_assumed(store, redis_client):
+    workflow_id, path = active(store)
+    method = store.lookup("GET", path)[1][0]
+    first = store.route(method, path)
+    before = calls(redis_client)
+    found_id, allowed, loaded, check = store.route(method, path, remembered=True)
+    assert calls(redis_client) == before  # nothing was sent
+    assert (found_id, allowed, loaded) == first[:3]
+    assert (check.workflow_id, check.field) == (workflow_id, f"{method} {path}")
+    assert store.confirm(check)
+
+
+@pytest.mark.parametrize("change", ["saved", "deactivated", "moved", "written elsewhere"])
+def test_a_create_on_a_stale_route_creates_nothing_and_says_so(store, redis_client, keys, change):
+    workflow_id, path = active(store)
+    method = store.lookup("GET", path)[1][0]
+    check = remembered(store, method, path)[3]
+    other = WorkflowStore(redis_client, keys, store.parse)  # another api, or the CLI
+    data = other.get_json(workflow_id)
+    if change == "saved":
+        other.save({**data, "name": "renamed"})
+    elif change == "deactivated":
+        other.deactivate(workflow_id)
+    elif change == "moved":
+        redis_client.hset(keys.webhooks(), f"{method} {path}", "someone-else")
+    else:
+        redis_client.set(keys.workflow(workflow_id), '{"edited": "by hand"}')
+    assert not store.confirm(check)
+    executions = ExecutionStore(redis_client, keys, 60)
+    record = ExecutionRecord("e-stale", workflow_id, mode="webhook")
+    with pytest.raises(RouteChanged):
+        executions.create(record, route=check)
+    assert executions.get("e-stale") is None
+    assert redis_client.zscore(keys.queued(), "e-stale") is None
+
+
+def test_a_create_on_a_route_that_holds_creates_the_execution(store, redis_client, keys):
+    workflow_id, path = active(store)
+    method = store.lookup("GET", path)[1][0]
+    check = remembered(store, method, path)[3]
+    executions = ExecutionStore(redis_client, keys, 60)
+    assert executions.create(ExecutionRecord("e-fresh", workflow_id), route=check) is None
+    assert executions.get("e-fresh") is not None
+
+
+def test_a_change_made_through_this_store_forgets_what_it_remembered(store):
+    workflow_id, path = active(store)
+    method = store.lookup("GET", path)[1][0]
+    remembered(store, method, path)
+    store.deactivate(workflow_id)
+    assert store.route(method, path, remembered=True)[:3] == (None, [], None)

@@ -35,6 +35,42 @@ def test_a_deactivated_workflow_no_longer_answers(deployment):
     assert response.status_code == 404
 
 
+def served(url: str) -> None:
+    """One message answered: the api now remembers the webhook's route."""
+    response = httpx.post(url, json={"chatInput": "What is 2 + 2?"}, timeout=30)
+    assert response.status_code == 200 and '"type":"end"' in response.text.replace(" ", "")
+
+
+def test_a_workflow_deactivated_after_the_api_served_it_no_longer_answers(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(deployment.base, workflow)
+    served(url)
+    before = deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"]))
+    deployment.workflows.deactivate(workflow["id"])  # by another process than the api
+    assert httpx.post(url, json={"chatInput": "hi"}).status_code == 404
+    previous = {"action": "loadPreviousSession", "sessionId": "s"}
+    assert httpx.post(url, json=previous).status_code == 404
+    after = deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"]))
+    assert after == before
+
+
+def test_a_workflow_saved_after_the_api_served_it_answers_as_saved(deployment):
+    workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(deployment.base, workflow)
+    served(url)
+    saved = deployment.workflows.get_json(workflow["id"])
+    trigger = next(n for n in saved["nodes"] if n["type"].endswith(".chatTrigger"))
+    trigger["parameters"]["options"]["responseMode"] = "lastNode"
+    deployment.workflows.save(saved)  # by another process than the api
+    response = httpx.post(url, json={"chatInput": "What is 2 + 2?"}, timeout=30)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert "4" in response.json()["output"]
+    trigger["parameters"]["public"] = False
+    deployment.workflows.save(saved)
+    assert httpx.post(url, json={"chatInput": "hi"}).status_code == 404
+
+
 def test_bad_bodies_get_400_and_start_nothing(deployment):
     workflow = deployment.activate(fresh_ids(example(REDIS_CHAT)))
     url = chat_url(deployment.base, workflow)
