@@ -91,6 +91,17 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
             base[key] = plain_copy(value)
 
 
+def has_expression(value: Any) -> bool:
+    """Whether an expression is anywhere in a parameter's value."""
+    if isinstance(value, str):
+        return value.startswith("=")
+    if isinstance(value, dict):
+        return any(map(has_expression, value.values()))
+    if isinstance(value, list):
+        return any(map(has_expression, value))
+    return False
+
+
 def plain_copy(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists and scalars), as parameters are: several
     times quicker than copy.deepcopy, which every node of every execution paid for, twice.
@@ -147,6 +158,10 @@ class _NodeContext:
 
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
         raw = get_path(self.parameters, path, default)
+        if not has_expression(raw):
+            # What `resolve` would answer (a new structure), without the expression data it
+            # would build for nothing: most parameters are plain values.
+            return plain_copy(raw)
         try:
             return resolve(raw, self.expression_data(item_index))
         except ExpressionError as err:

@@ -48,12 +48,17 @@ def pause() -> None:
     time.sleep(PAUSE_SECONDS if gevent_patched() else 0)
 
 
+_patched = False  # once patched, a process stays so
+
+
 def gevent_patched() -> bool:
-    if "gevent" not in sys.modules:
-        return False
+    global _patched
+    if _patched or "gevent" not in sys.modules:
+        return _patched
     from gevent import monkey
 
-    return bool(monkey.is_module_patched("socket") and monkey.is_module_patched("threading"))
+    _patched = bool(monkey.is_module_patched("socket") and monkey.is_module_patched("threading"))
+    return _patched
 
 
 def start_os_thread(fn: Callable[[], None]) -> None:
