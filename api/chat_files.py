@@ -47,6 +47,8 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
     total = 0
     fields["files"], item["binary"] = [], {}
     for index, part in enumerate(parts):
+        # From its start: a request routed again (api/webhooks.py) reads its files a second time.
+        part.stream.seek(0)
         data = part.stream.read(settings.chat_file_max_bytes + 1)
         if len(data) > settings.chat_file_max_bytes:
             raise ApiError(413, f"A file may be at most {settings.chat_file_max_bytes} bytes")

@@ -288,6 +288,23 @@ def test_a_multipart_message_puts_file_metadata_on_the_item(chat_deployment):
     assert item["binary"]["data0"]["data"] == "aGVsbG8gd29ybGQ="
 
 
+def test_a_multipart_message_routed_again_keeps_its_files(chat_deployment):
+    """The api remembered the route; the workflow was saved since by another process, so the
+    message is routed again (api/webhooks.py) and its files are read a second time."""
+    workflow = chat_deployment.activate(chat_workflow({"responseMode": "lastNode"}))
+    url = chat_url(chat_deployment.base, workflow)
+    assert httpx.post(url, json=message("mp-3"), timeout=30).status_code == 200  # remembered
+    chat_deployment.workflows.save({**chat_deployment.workflows.get_json(workflow["id"]),
+                                    "name": "saved by someone else"})  # fmt: skip
+    response = httpx.post(url, **multipart("mp-3", [("a.txt", b"abc", "text/plain")]), timeout=30)
+    assert response.status_code == 200, response.text
+    item = trigger_output(chat_deployment.execution(response.headers["x-execution-id"]))
+    assert [f["fileSize"] for f in item["json"]["files"]] == ["3 B"]
+    assert item["binary"]["data0"]["data"] == "YWJj"
+    record = chat_deployment.execution(response.headers["x-execution-id"])
+    assert record["workflowName"] == "saved by someone else"
+
+
 def test_a_multipart_message_streams_too(chat_deployment):
     workflow = chat_deployment.activate(chat_workflow())
     with httpx.stream(
