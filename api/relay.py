@@ -94,6 +94,14 @@ class Stream:
             if event is not None:
                 return event
 
+    def ready(self) -> Event | None:
+        """The next event if one is here already; None at once if not."""
+        while self._items:
+            event = self._event(self._items.pop(0))
+            if event is not None:
+                return event
+        return None
+
     def _event(self, data: str | Event) -> Event | None:
         """The event `data` holds; None for a repeat of one already read (a publish retried
         after a timeout that had gone out, worker/publisher.py)."""

@@ -13,6 +13,7 @@ from flask import Flask
 
 from api.launcher import Launch
 from api.liveness import LivenessChecks
+from api.relay import Stream
 from api.responses import Outcome, streaming_response
 from core import events
 from core.events import Event
@@ -35,6 +36,9 @@ class ScriptedStream:
         if event is not None and event.seq is not None:
             self.next_seq = event.seq + 1
         return event
+
+    def ready(self):
+        return None  # each scripted event comes with its own `get`
 
 
 def lines(seq: int, *chunks) -> Event:
@@ -111,3 +115,24 @@ def test_a_crashed_execution_ends_with_an_error_line(store):
         "content": "The worker running this execution was lost.",
         "metadata": {"executionId": "e1"},
     }
+
+
+def test_lines_that_came_together_go_out_in_one_write_and_a_lone_one_at_once(store):
+    """The relay's own stream: a line alone is written as it comes; lines already waiting when
+    the stream is read again (the answer's items and its end, under load) in one write."""
+    finished(store, events=4)
+    stream = Stream("e1-events", 1 << 20)
+    launch = Launch("e1", stream)
+    relay = SimpleNamespace(unsubscribe=lambda stream: None)
+    settings = SimpleNamespace(keepalive_seconds=5, redis_outage_seconds=30)
+    outcome = Outcome(launch, store, relay, settings, LivenessChecks(store))
+    begin = lines(0, {"type": "begin"})
+    items = lines(1, {"type": "item", "content": "Hello there."})
+    end = lines(2, {"type": "end"})
+    with Flask(__name__).test_request_context():
+        writes = iter(streaming_response(outcome, {}).response)
+        stream.put(events.encode(begin))
+        first = next(writes)
+        for event in (items, end, events.done({"status": "success", "streamed": True}, seq=3)):
+            stream.put(events.encode(event))
+        assert [first, *writes] == [begin.body.encode(), (items.body + end.body).encode()]
