@@ -227,6 +227,13 @@ class Launcher:
                 self._producer = app.amqp.Producer(app.connection_for_write())
             send_execution(app, payload, self._producer)
 
+    def close(self) -> None:
+        """Stop the background threads of the regular mode's runtime, if it was built."""
+        with self._publish_lock:
+            runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            runtime.close()
+
     def _local_runtime(self):
         """Regular mode (EXECUTIONS_MODE=regular): this api process runs executions itself,
         as n8n does without queue mode. Same runtime as a worker, events delivered locally."""

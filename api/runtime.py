@@ -70,6 +70,11 @@ class ApiRuntime:
         self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 
+    def close(self) -> None:
+        """Stop what this process runs in the background for the app (regular mode's
+        executions): an app made and dropped in one process (a test) leaves nothing behind."""
+        self.launcher.close()
+
     def warm(self) -> None:
         """Open the whole pool once, so the connection count does not depend on load."""
         with self._lock:

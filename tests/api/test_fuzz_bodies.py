@@ -126,6 +126,7 @@ def fuzz_app(redis_url):
         "webhook": f"/webhook/{webhook['nodes'][0]['parameters']['path']}",
     }
     yield app.test_client(), client, keys, urls
+    app.extensions["mini_n8n"].close()
     client.close()
 
 

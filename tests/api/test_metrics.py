@@ -35,6 +35,7 @@ def client(redis_url):
     store.save(workflow)
     store.activate(workflow["id"])
     yield app.test_client()
+    app.extensions["mini_n8n"].close()
     conn.close()
 
 

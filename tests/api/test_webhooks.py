@@ -83,6 +83,7 @@ def api(redis_url):
         store.save(workflow)
         store.activate(workflow["id"])
     yield app.test_client(), client, keys
+    app.extensions["mini_n8n"].close()
     client.close()
 
 
