@@ -21,7 +21,7 @@ from api.responses import (
 )
 from api.runtime import runtime
 from core.executions import RouteChanged
-from core.workflow_store import WEBHOOK_METHODS
+from core.workflow_store import WEBHOOK_METHODS, Route
 from engine.context import merged_parameters
 from engine.nodes.chat_trigger import ChatTrigger
 from engine.nodes.webhook import Webhook
@@ -51,24 +51,30 @@ def _webhook(rt, path: str) -> Response:
     method = "GET" if request.method in ("HEAD",) else request.method
     if request.method != "OPTIONS":
         route = rt.workflows.route(method, path, remembered=True)
-        check = g.route_check = route[3]
+        g.route_check = route.check
         try:
             response = _routed(rt, path, method, route)
         except RouteChanged:
             response = None
         except ApiError:
-            if check is None or g.pop("route_check", None) is None or rt.workflows.confirm(check):
+            if _route_held(rt):
                 raise
             response = None
-        if response is not None and (g.pop("route_check", None) is None
-                                     or rt.workflows.confirm(check)):  # fmt: skip
+        if response is not None and _route_held(rt):
             return response
         rt.workflows.forget_routes()
     g.route_check = None
     return _routed(rt, path, method, rt.workflows.route(method, path))
 
 
-def _routed(rt, path: str, method: str, route: tuple[Any, ...]) -> Response:
+def _route_held(rt) -> bool:
+    """Whether the route this request was answered on holds: read just now, confirmed by the
+    execution's create (`launch`), or confirmed here."""
+    check = g.pop("route_check", None)
+    return check is None or rt.workflows.confirm(check)
+
+
+def _routed(rt, path: str, method: str, route: Route) -> Response:
     workflow_id, allowed, found, _ = route
     if request.method == "OPTIONS":
         return _options(rt, path, allowed)

@@ -452,7 +452,7 @@ class ExecutionStore:
                 now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
                 int(join), *self.keys.execution("\0").split("\0")]  # fmt: skip
         if route is not None:
-            keys += [route.webhooks_key, route.workflow_key]
+            keys += [self.keys.webhooks(), self.keys.workflow(route.workflow_id)]
             args += [route.field, route.workflow_id, route.digest]
         created = self._create(keys=keys, args=args)
         if created == 0:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from redis.exceptions import WatchError
 
@@ -77,11 +77,16 @@ class RouteCheck:
     stored JSON has this SHA-1 (`redis.sha1hex` in a script checks it where the execution is
     created, in the same step: core/executions.py `create`)."""
 
-    webhooks_key: str
     field: str
-    workflow_key: str
     workflow_id: str
     digest: str
+
+
+class Route(NamedTuple):
+    workflow_id: str | None  # the active workflow listening for the method on the path
+    allowed: list[str]  # the methods the path answers
+    found: tuple[dict[str, Any], Any] | None  # its JSON and parsed workflow
+    check: RouteCheck | None  # a remembered route's assumption; None: read just now
 
 
 class WorkflowStore:
@@ -92,7 +97,7 @@ class WorkflowStore:
         self._parsed: dict[str, tuple[str, Any, str]] = {}  # id -> raw text, parsed, its SHA-1
         self._lock = threading.Lock()
         self._route = None if keys.cluster else client.register_script(_ROUTE)
-        self._routes: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._routes: dict[tuple[str, str], Route] = {}
 
     # --- CRUD -----------------------------------------------------------------------------
     def save(self, data: dict[str, Any], expected_version: str | None = None) -> Any:
@@ -151,7 +156,7 @@ class WorkflowStore:
         if cached and cached[0] == raw:
             return cached[2], cached[1].raw, cached[1]
         workflow = self.parse(json.loads(raw))
-        digest = hashlib.sha1(raw.encode()).hexdigest()
+        digest = _digest(raw)
         with self._lock:
             self._parsed[workflow_id] = (raw, workflow, digest)
         return digest, workflow.raw, workflow
@@ -237,11 +242,10 @@ class WorkflowStore:
         allowed = [m for m, wid in found.items() if wid]
         return found.get(method.upper()), allowed
 
-    def route(self, method: str, path: str, remembered: bool = False) -> tuple[Any, ...]:
-        """(workflow id, methods the path answers, (JSON, parsed workflow) or None, check): as
-        `lookup` finds it and `load` loads it. `remembered`: a route found before may be
-        answered from memory, with the RouteCheck of what it assumed, for the execution's
-        create to confirm in its own step (else the check is None: read just now)."""
+    def route(self, method: str, path: str, remembered: bool = False) -> Route:
+        """The route as `lookup` finds it and its workflow as `load` loads it. `remembered`: a
+        route found before may be answered from memory, with the RouteCheck of what it assumed,
+        for the execution's create to confirm in its own step."""
         method = method.upper()
         if remembered:
             with self._lock:
@@ -250,12 +254,8 @@ class WorkflowStore:
                 return hit
         if self._route is None:
             workflow_id, allowed = self.lookup(method, path)
-            return (
-                workflow_id,
-                allowed,
-                None if workflow_id is None else self.load(workflow_id),
-                None,
-            )
+            loaded = None if workflow_id is None else self.load(workflow_id)
+            return Route(workflow_id, allowed, loaded, None)
         fields = [_field(m, path) for m in WEBHOOK_METHODS]
         wanted = WEBHOOK_METHODS.index(method) + 1 if method in WEBHOOK_METHODS else 0
         raw, ids = self._route(keys=[self.keys.webhooks()],
@@ -264,15 +264,14 @@ class WorkflowStore:
         allowed = [m for m, wid in found.items() if wid]
         workflow_id = found.get(method)
         if workflow_id is None:
-            return None, allowed, None, None
+            return Route(None, allowed, None, None)
         digest, data, workflow = self._parsed_version(workflow_id, raw)
-        check = RouteCheck(self.keys.webhooks(), _field(method, path),
-                           self.keys.workflow(workflow_id), workflow_id, digest)  # fmt: skip
+        check = RouteCheck(_field(method, path), workflow_id, digest)
         with self._lock:
             if len(self._routes) >= MAX_ROUTES:
                 self._routes.clear()
-            self._routes[(method, path)] = (workflow_id, allowed, (data, workflow), check)
-        return workflow_id, allowed, (data, workflow), None
+            self._routes[(method, path)] = Route(workflow_id, allowed, (data, workflow), check)
+        return Route(workflow_id, allowed, (data, workflow), None)
 
     def forget_routes(self) -> None:
         """Routes remembered are read again (a route turned out stale, or this process changed
@@ -283,14 +282,10 @@ class WorkflowStore:
     def confirm(self, check: RouteCheck) -> bool:
         """Whether a remembered route still holds, for an answer that created no execution."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.hget(check.webhooks_key, check.field)
-        pipe.get(check.workflow_key)
+        pipe.hget(self.keys.webhooks(), check.field)
+        pipe.get(self.keys.workflow(check.workflow_id))
         owner, raw = pipe.execute()
-        return (
-            owner == check.workflow_id
-            and raw is not None
-            and (hashlib.sha1(raw.encode()).hexdigest() == check.digest)
-        )
+        return owner == check.workflow_id and raw is not None and _digest(raw) == check.digest
 
     def _register(self, pipe, workflow: StoredWorkflow) -> None:
         for method, path in workflow.webhook_routes():
@@ -316,6 +311,11 @@ class WorkflowStore:
                 raise ActivationError(
                     f'{method} /webhook/{path} is already used by workflow "{owner}"'
                 )
+
+
+def _digest(raw: str) -> str:
+    """The SHA-1 Redis's `redis.sha1hex` gives the stored JSON (core/executions.py `create`)."""
+    return hashlib.sha1(raw.encode()).hexdigest()
 
 
 def _field(method: str, path: str) -> str:

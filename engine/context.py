@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 from core.clock import now_ms
 from engine.cpu import Checkpoints
 from engine.errors import EngineError, ExecutionCanceled, ExpressionError
-from engine.expressions import ExpressionData, resolve
+from engine.expressions import ExpressionData, has_expression, resolve
 from engine.hooks import Hooks
 from engine.node import Item
 from engine.services import Services
@@ -89,17 +89,6 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
             _deep_merge(base[key], value)
         else:
             base[key] = plain_copy(value)
-
-
-def has_expression(value: Any) -> bool:
-    """Whether an expression is anywhere in a parameter's value."""
-    if isinstance(value, str):
-        return value.startswith("=")
-    if isinstance(value, dict):
-        return any(map(has_expression, value.values()))
-    if isinstance(value, list):
-        return any(map(has_expression, value))
-    return False
 
 
 def plain_copy(value: Any) -> Any:

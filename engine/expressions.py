@@ -59,6 +59,15 @@ def is_expression(value: Any) -> bool:
     return isinstance(value, str) and value.startswith("=")
 
 
+def has_expression(value: Any) -> bool:
+    """Whether an expression is anywhere in a value (what `resolve` would evaluate)."""
+    if isinstance(value, dict):
+        return any(map(has_expression, value.values()))
+    if isinstance(value, list):
+        return any(map(has_expression, value))
+    return is_expression(value)
+
+
 def evaluate(value: Any, data: ExpressionData) -> Any:
     """Evaluate `value` if it is an expression string; return anything else unchanged."""
     if not is_expression(value):

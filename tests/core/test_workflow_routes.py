@@ -63,7 +63,7 @@ def remembered(store: WorkflowStore, method: str, path: str):
     """The route as the api's next request finds it: from memory, with what it assumed."""
     store.route(method, path)
     route = store.route(method, path, remembered=True)
-    assert route[3] is not None
+    assert route.check is not None
     return route
 
 
