@@ -110,6 +110,9 @@ def test_the_n8n_chat_widget_gets_the_answer_and_restores_the_session(
     box.fill("What is 40 + 44?")
     box.press("Enter")
     page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+    # The answer shows as it streams; the typing bubble (a bot message too) stays until the
+    # response has ended.
+    page.locator(".chat-message-typing").wait_for(state="detached")
     assert page.locator(".chat-message-from-bot").last.inner_text().strip() == ANSWER_84
     assert allowed.count(widget_site) == 2  # loadPreviousSession, then the message
 
@@ -219,5 +222,6 @@ def test_the_n8n_chat_widget_shows_the_same_answer_with_tool_step_lines_in_the_s
     box.fill("What is 40 + 44?")
     box.press("Enter")
     page.locator(".chat-message-from-bot", has_text=ANSWER_84).wait_for()
+    page.locator(".chat-message-typing").wait_for(state="detached")  # the response has ended
     bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
     assert bots == ["Hello from the widget", ANSWER_84]
