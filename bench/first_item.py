@@ -10,6 +10,19 @@ client's clock and the fake's are one (time.monotonic), and each message splits 
   to the client     first token written -> the client reads the first item: the worker's publish,
                     the relay and the api's NDJSON line (in-process: the api's own delivery)
 
+Finer hops come from Redis's own clock (MONITOR, read raw by a thread here and parsed after the
+run, so it costs both modes the same few microseconds per command): when the api's create script
+ran (the execution recorded and, in queue mode, its task enqueued), when the worker's claim script
+ran (the task started), and when the first item's PUBLISH ran. Each hop ends where the next
+begins:
+
+  api in            POST -> the create script (HTTP, routing, the trigger)
+  to the worker     create -> the claim script: the task's hop through the broker and Celery
+  to the model      claim (in-process: create) -> the model request arrives
+  the model         request -> its first token written
+  to the publish    first token -> the PUBLISH of the first item (queue mode only)
+  to the client     that PUBLISH (in-process: the first token) -> the client reads the item
+
 Two api processes on one Redis (one in regular mode, one in queue mode with one worker), rounds
 interleaved so the machine's noise falls on both alike. The ratio of the first items' medians is
 the issue's target (queue mode at most 1.3x in-process).
@@ -19,23 +32,65 @@ the issue's target (queue mode at most 1.3x in-process).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import socket
 import sys
+import threading
 import time
+from urllib.parse import urlsplit
 
 import httpx
 from _common import pct, redis_server
 from cpu_per_message import ANSWER, EXPORT, MESSAGE, credentials_file
 
+from core import executions
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.fakes.openai_server import FakeOpenAI, start_fake_openai
 
 HOPS = ("to the model", "the model", "to the client", "first item")
+FINE = ("api in", "to the worker", "to the model", "the model", "to the publish", "to the client")
+CREATE = hashlib.sha1(executions._CREATE.encode()).hexdigest().encode()
+CLAIMS = {
+    hashlib.sha1(script.encode()).hexdigest().encode()
+    for script in (executions._CLAIM, executions._CLAIM_AT_TURN)
+}
+WALL = time.time() - time.monotonic()  # Redis stamps commands with the wall clock
+
+
+class Monitor:
+    """Every command Redis runs, with its time: raw bytes while the bench runs, parsed after."""
+
+    def __init__(self, redis_url: str):
+        url = urlsplit(redis_url)
+        self.sock = socket.create_connection((url.hostname, url.port or 6379))
+        self.sock.sendall(b"MONITOR\r\n")
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while chunk := self.sock.recv(1 << 20):
+            self.chunks.append(chunk)
+
+    def commands(self) -> list[tuple[float, bytes, bytes]]:
+        """(monotonic time, command, first argument) of every command seen so far."""
+        out = []
+        for line in b"".join(self.chunks).split(b"\r\n"):
+            if not line.startswith(b"+") or b'] "' not in line:
+                continue
+            stamp, _, rest = line[1:].partition(b" ")
+            words = rest.partition(b'] "')[2].split(b'" "')
+            command = words[0].rstrip(b'"').upper()
+            first = words[1].rstrip(b'"') if len(words) > 1 else b""
+            out.append((float(stamp) - WALL, command, first))
+        return out
 
 
 def one_message(client: httpx.Client, url: str, session: str, fake: FakeOpenAI) -> list[float]:
-    """The three hops and the first item, in seconds."""
+    """The three hops and the first item, in seconds; then the clock times the fine hops need
+    (the POST, the model request's arrival, the first token, the first item's reading)."""
     asked = len(fake.requests)
     body = {"action": "sendMessage", "sessionId": session, "chatInput": MESSAGE}
     start = time.monotonic()
@@ -50,7 +105,37 @@ def one_message(client: httpx.Client, url: str, session: str, fake: FakeOpenAI) 
     assert text == ANSWER and first is not None, text
     arrived = fake.requests[asked]["at"]
     token = min(at for at, kind, _ in fake.sent if kind == "content" and at >= arrived)
-    return [arrived - start, token - arrived, first - token, first - start]
+    return [
+        arrived - start,
+        token - arrived,
+        first - token,
+        first - start,
+        start,
+        arrived,
+        token,
+        first,
+    ]
+
+
+def fine_hops(run: list[float], commands: list[tuple[float, bytes, bytes]]) -> list[float] | None:
+    """The fine hops of one message from Redis's log of it (None if a step is missing)."""
+    start, arrived, token, first = run[4:8]
+    seen = [(at, cmd, arg) for at, cmd, arg in commands if start <= at <= first]
+    create = next((at for at, cmd, arg in seen if cmd == b"EVALSHA" and arg == CREATE), None)
+    claim = next((at for at, cmd, arg in seen if cmd == b"EVALSHA" and arg in CLAIMS), None)
+    publish = next((at for at, cmd, _ in seen if cmd == b"PUBLISH" and at >= token), None)
+    if create is None:
+        return None
+    if claim is None or publish is None:  # in-process: no task, the api delivers its own items
+        return [create - start, 0.0, arrived - create, token - arrived, 0.0, first - token]
+    return [
+        create - start,
+        claim - create,
+        arrived - claim,
+        token - arrived,
+        publish - token,
+        first - publish,
+    ]
 
 
 def serial(client, url: str, n: int, tag: str, fake: FakeOpenAI) -> list[list[float]]:
@@ -79,6 +164,7 @@ def main(n: int) -> None:
                     "queue": chat_url(queued, workflow),
                 }
                 runs: dict[str, list[list[float]]] = {mode: [] for mode in modes}
+                monitor = Monitor(redis_url)
                 with httpx.Client(timeout=30) as client:
                     for mode, url in modes.items():
                         serial(client, url, 30, f"warm-{mode}-", fake)
@@ -86,6 +172,7 @@ def main(n: int) -> None:
                         for mode, url in modes.items():
                             runs[mode] += serial(client, url, n // 5, f"{mode}{round_}-", fake)
                 report(runs)
+                report_fine(runs, monitor.commands())
             finally:
                 deploy.stop()
     finally:
@@ -109,6 +196,22 @@ def report(runs: dict[str, list[list[float]]]) -> None:
     local = pct([r[3] for r in runs["in-process"]], 50)
     queue = pct([r[3] for r in runs["queue"]], 50)
     print(f"first item, queue / in-process at p50: x{queue / local:.2f} (target <= 1.3)")
+
+
+def report_fine(runs: dict[str, list[list[float]]], commands) -> None:
+    commands.sort()
+    fine = {}
+    for mode, mode_runs in runs.items():
+        fine[mode] = [hops for r in mode_runs if (hops := fine_hops(r, commands))]
+    print(
+        f"\nthe same messages hop by hop, from Redis's MONITOR; p50 in ms "
+        f"({len(fine['in-process'])} and {len(fine['queue'])} messages with every step seen)"
+    )
+    print(f"{'':16}{'in-process':>12}{'queue':>12}{'queue - in-process':>22}")
+    for i, hop in enumerate(FINE):
+        local = pct([h[i] * 1000 for h in fine["in-process"]], 50)
+        queue = pct([h[i] * 1000 for h in fine["queue"]], 50)
+        print(f"{hop:16}{local:12.2f}{queue:12.2f}{queue - local:16.2f}")
 
 
 if __name__ == "__main__":
