@@ -44,7 +44,7 @@ from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Stat
 from core.jsontext import dumps
 from core.keys import Keys
 from core.liveness import Verdict
-from core.redis_clients import is_cluster, publish_command
+from core.redis_clients import is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
 
@@ -84,14 +84,19 @@ end
 # same step as the create, so two messages at once never start two conversations.
 # With a route the api remembered (core/workflow_store.py RouteCheck), nothing is created (0) if
 # the webhook no longer leads to that version of the workflow: the api routes it again.
+# With a channel, nothing is created (-1) while nobody is subscribed to it: the api sends its
+# SUBSCRIBE and this script without waiting for the confirmation in between, and its task is
+# enqueued only once Redis holds the subscription (no event can be missed); when the script
+# ran first, the api waits for the confirmation and runs it again.
 # KEYS: record, queued, items, queued index, workflow's executions, line, task queue
 #       (line and task queue are only touched when ARGV says so), [webhooks, workflow]
 # ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
 #       items ('' = none), in a line ('1'/'0'), task message ('' = none), join ('1'/'0'),
-#       the halves around an id of a record's key, [webhook field, workflow id, its SHA-1]
+#       the halves around an id of a record's key, the events' channel ('' = none),
+#       [webhook field, workflow id, its SHA-1]
 _CREATE = f"""
-if ARGV[13] and (redis.call('HGET', KEYS[8], ARGV[13]) ~= ARGV[14]
-    or redis.sha1hex(redis.call('GET', KEYS[9]) or '') ~= ARGV[15]) then
+if ARGV[14] and (redis.call('HGET', KEYS[8], ARGV[14]) ~= ARGV[15]
+    or redis.sha1hex(redis.call('GET', KEYS[9]) or '') ~= ARGV[16]) then
   return 0
 end
 if ARGV[10] == '1' and ARGV[8] == '1' then
@@ -103,6 +108,9 @@ if ARGV[10] == '1' and ARGV[8] == '1' then
       return other
     end
   end
+end
+if ARGV[13] ~= '' and redis.call('PUBSUB', 'NUMSUB', ARGV[13])[2] == 0 then
+  return -1
 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
@@ -322,6 +330,12 @@ class RouteChanged(Exception):
     changed. Nothing was created; the request is routed again."""
 
 
+class NotSubscribed(Exception):
+    """The create found nobody subscribed to the execution's channel yet (the api's SUBSCRIBE
+    is still on its way): nothing was created; the api waits for the confirmation and runs it
+    again."""
+
+
 class Claimed(IntEnum):
     """What a claim found; falsy when the execution was not claimed."""
 
@@ -369,10 +383,10 @@ class ExecutionStore:
         self.lease_ms = int(lease_seconds * 1000)
         self.cluster = is_cluster(client)
         self.lines = SessionLine(client, keys)
-        self._create = client.register_script(_CREATE)
-        self._claim = client.register_script(_CLAIM)
-        self._claim_at_turn = client.register_script(_CLAIM_AT_TURN)
-        self._end = client.register_script(_END)
+        self._create = script(client, _CREATE)
+        self._claim = script(client, _CLAIM)
+        self._claim_at_turn = script(client, _CLAIM_AT_TURN)
+        self._end = script(client, _END)
         self._pause = client.register_script(_PAUSE)
         self._reply = client.register_script(_REPLY)
 
@@ -396,8 +410,8 @@ class ExecutionStore:
         (in a cluster, SCRIPT LOAD goes to every primary)."""
         scripts = (self._create, self._claim, self._claim_at_turn, self._end, self._pause,
                    self._reply)  # fmt: skip
-        for script in scripts:
-            self.client.script_load(script.script)
+        for each in scripts:
+            self.client.script_load(each.script)
         self.lines.load_scripts()
 
     # --- reading --------------------------------------------------------------------------
@@ -420,6 +434,7 @@ class ExecutionStore:
         task: tuple[str, bytes] | None = None,
         join: bool = False,
         route: RouteCheck | None = None,
+        channel: str = "",
     ) -> str | None:
         """Store a `new` record, waiting in the broker's queue for at most the queue timeout,
         and take a place in its session's line; `items`: its first items as JSON, when too large
@@ -429,7 +444,9 @@ class ExecutionStore:
         `join` (a conversation, responseNodes): if its session has an unfinished conversation
         already, nothing is created and that one's id is answered (one Redis; a cluster's steps
         cannot decide it with the create, and its callers look first). `route`: the route the
-        api remembered, checked in the same step; RouteChanged (nothing created) if stale."""
+        api remembered, checked in the same step; RouteChanged (nothing created) if stale.
+        `channel`: the execution's events' channel, which must have a subscriber before the
+        task is enqueued; NotSubscribed (nothing created) if it has none yet."""
         if self.cluster:
             if task is not None:
                 raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
@@ -450,13 +467,15 @@ class ExecutionStore:
         now = now_ms()
         args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
                 now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
-                int(join), *self.keys.execution("\0").split("\0")]  # fmt: skip
+                int(join), *self.keys.execution("\0").split("\0"), channel]  # fmt: skip
         if route is not None:
             keys += [self.keys.webhooks(), self.keys.workflow(route.workflow_id)]
             args += [route.field, route.workflow_id, route.digest]
         created = self._create(keys=keys, args=args)
         if created == 0:
             raise RouteChanged(route.field if route is not None else "")
+        if created == -1:
+            raise NotSubscribed(channel)
         return None if created == 1 else _text(created)
 
     def _create_in_steps(self, record: ExecutionRecord, items: bytes | None) -> None:

@@ -50,20 +50,31 @@ def test_small_items_travel_in_the_tasks_message(redis_client, keys):
 
 
 class Relay:
-    """Subscribes as the api's relay would, noting what Redis held at that moment."""
+    """Subscribes for real as the api's relay would, noting what Redis held at that moment.
+    `slow`: the SUBSCRIBE reaches Redis only once the launcher waits for its confirmation (it
+    was sent, and the create overtook it)."""
 
-    def __init__(self, client, keys, fail: bool = False):
-        self.client, self.keys, self.fail = client, keys, fail
+    def __init__(self, client, keys, fail: bool = False, slow: bool = False):
+        self.client, self.keys, self.fail, self.slow = client, keys, fail, slow
         self.seen: list[tuple[str, int, int]] = []
         self.unsubscribed: list[str] = []
+        self.confirmed: list[str] = []
+        self.pubsub = client.pubsub()
 
-    def subscribe(self, channel: str) -> str:
+    def open(self, channel: str) -> str:
         if self.fail:
             raise ConnectionError("Redis went away")
         execution_id = channel.split(":")[-2]
         record = self.client.exists(self.keys.execution(execution_id))
         self.seen.append((execution_id, record, self.client.llen(self.keys.prefix + "queue")))
+        if not self.slow:
+            self.pubsub.subscribe(channel)
         return channel
+
+    def confirm(self, stream: str) -> str:
+        self.confirmed.append(stream)
+        self.pubsub.subscribe(stream)
+        return stream
 
     def unsubscribe(self, stream) -> None:
         self.unsubscribed.append(stream)
@@ -90,6 +101,17 @@ def test_with_the_broker_on_its_redis_the_api_subscribes_then_records_and_enqueu
     (message,) = redis_client.lrange(keys.prefix + "queue", 0, -1)
     body = json.loads(base64.b64decode(json.loads(message)["body"]))
     assert TaskPayload.decode(body[0][0]).record.id == launch.execution_id
+    assert ExecutionStore(redis_client, keys).get(launch.execution_id).status == "new"
+
+
+def test_a_create_that_overtakes_its_subscribe_writes_nothing_and_runs_again_once_confirmed(
+    redis_url, redis_client, keys
+):
+    relay = Relay(redis_client, keys, slow=True)
+    launch = start_streaming(own_launcher(redis_url, redis_client, keys, relay))
+    channel = keys.execution_events(launch.execution_id)
+    assert relay.confirmed == [channel]
+    assert redis_client.llen(keys.prefix + "queue") == 1  # one task, after the confirmation
     assert ExecutionStore(redis_client, keys).get(launch.execution_id).status == "new"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from core import events, liveness
 from core.execution_record import ExecutionRecord, Status
-from core.executions import Claimed, ExecutionStore, Reply
+from core.executions import Claimed, ExecutionStore, NotSubscribed, Reply
 from core.leases import LeaseStore
 from core.results import FinalResult
 from core.session_line import Turn
@@ -313,6 +313,26 @@ def test_a_conversation_is_joined_not_started_while_its_session_has_one_unfinish
     store.cancel(store.get("e1"), "stopped")
     assert store.create(second, join=True) is None  # finished: the message starts the next
     assert store.get("e2").status == Status.NEW
+
+
+def test_a_create_waits_for_a_subscriber_to_its_channel_and_writes_nothing_before(
+    store, keys, redis_client
+):
+    """The api sends its SUBSCRIBE and the create without waiting in between: the task must
+    not be queued before Redis holds the subscription, so a create that overtook it writes
+    nothing (no record, no index, no line, no task) and says so."""
+    record = ExecutionRecord("e1", "w1", session_id="s1", response_mode="streaming")
+    channel = keys.execution_events("e1")
+    task = (keys.prefix + "queue", b"the task")
+    with pytest.raises(NotSubscribed):
+        store.create(record, task=task, channel=channel)
+    assert sorted(redis_client.scan_iter(match=keys.prefix + "*")) == []
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(channel)
+    assert store.create(record, task=task, channel=channel) is None
+    assert store.get("e1").status == Status.NEW
+    assert redis_client.lrange(keys.prefix + "queue", 0, -1) == ["the task"]
+    pubsub.close()
 
 
 def test_only_a_conversation_is_joined(store, keys):
