@@ -23,6 +23,9 @@ from core.events import Event, EventError
 log = logging.getLogger("mini_n8n.relay")
 
 SUBSCRIBE_TIMEOUT = 5.0
+# How long an ended stream's channel may wait to be unsubscribed with a later subscription's
+# write before it is sent on its own.
+LEAVE_DELAY = 0.01
 
 
 class RelayError(Exception):
@@ -125,12 +128,15 @@ class Stream:
 
 class _Shard:
     """One pub/sub connection, its reader, and the channels subscribed on it: the one of the
-    api process on a single Redis, one per primary in a cluster."""
+    api process on a single Redis, one per primary in a cluster. `leaving`: channels whose
+    streams ended, to unsubscribe with the next write to the connection (see Relay.unsubscribe)."""
 
     def __init__(self, name: str, conn):
         self.name = name
         self.conn = conn
         self.channels: set[str] = set()
+        self.leaving: list[str] = []
+        self.left = threading.Event()  # something was added to `leaving`
 
 
 class Relay:
@@ -163,6 +169,13 @@ class Relay:
         return len(self._streams) + len(self._local)
 
     def subscribe(self, channel: str, ordered: bool = True) -> Stream:
+        """A stream of `channel`, once Redis has confirmed the subscription."""
+        return self.confirm(self.open(channel, ordered))
+
+    def open(self, channel: str, ordered: bool = True) -> Stream:
+        """A stream of `channel`, its subscription sent but not yet confirmed: the caller
+        may do other work meanwhile, then `confirm`, or check in a Redis script of its own
+        that the subscription is there (api/launcher.py)."""
         stream = Stream(channel, self.max_stream_bytes, ordered)
         try:
             node = self._node_of(channel)
@@ -178,6 +191,11 @@ class Relay:
                 self._streams.pop(channel, None)
                 self._reset(self._shards.get(node[0]))
                 raise RelayError(f"cannot subscribe: {err}") from err
+        return stream
+
+    def confirm(self, stream: Stream) -> Stream:
+        """`stream` once Redis has confirmed its subscription (RelayError, unsubscribed, if it
+        does not in time)."""
         if not stream.confirmed.wait(self.subscribe_timeout):
             self.unsubscribe(stream)
             raise RelayError("Redis did not confirm the subscription in time")
@@ -221,11 +239,13 @@ class Relay:
             del self._streams[stream.channel]
             shard = self._shard_of.pop(stream.channel, None)
             if shard is not None and self._shards.get(shard.name) is shard:
+                # Not sent at once: it goes out with the next subscription's write, or within
+                # LEAVE_DELAY, several channels in one command. Under load each message's
+                # unsubscribe is then no write and no system call of its own; meanwhile
+                # whatever Redis still sends on the channel finds no stream and is dropped.
                 shard.channels.discard(stream.channel)
-                try:
-                    shard.conn.send_command(self._unsubscribe, stream.channel)
-                except (redis.RedisError, OSError):
-                    self._reset(shard)
+                shard.leaving.append(stream.channel)
+                shard.left.set()
 
     # --- where a channel is heard ---------------------------------------------------------
     def _nodes(self) -> list[tuple[str, str, int]]:
@@ -283,10 +303,33 @@ class Relay:
     # --- the connections and their readers (call with _lock held) -------------------------
     def _send_subscribe(self, shard: _Shard, channel: str) -> None:
         # Noted before it is sent: the confirmation may be read (and the subscriber go on)
-        # before this thread runs again.
+        # before this thread runs again. The channels left since the last write go first, in
+        # the same write (a channel left and taken again ends subscribed).
         shard.channels.add(channel)
         self._shard_of[channel] = shard
-        shard.conn.send_command(self._subscribe, channel)
+        conn = shard.conn
+        packed = conn.pack_command(self._subscribe, channel)
+        if shard.leaving:
+            packed = conn.pack_command(self._unsubscribe, *shard.leaving) + packed
+            shard.leaving = []
+        conn.send_packed_command([b"".join(packed)])
+
+    def _send_leaving(self, shard: _Shard) -> None:
+        """Unsubscribe, in one command, the channels left that no subscription took along."""
+        while True:
+            shard.left.wait(LEAVE_DELAY * 100)
+            time.sleep(LEAVE_DELAY)
+            with self._lock:
+                if self._shards.get(shard.name) is not shard:
+                    return  # reset: the connection and its subscriptions are gone
+                shard.left.clear()
+                if not shard.leaving:
+                    continue
+                leaving, shard.leaving = shard.leaving, []
+                try:
+                    shard.conn.send_command(self._unsubscribe, *leaving)
+                except (redis.RedisError, OSError):
+                    self._reset(shard)
 
     def _shard(self, node: tuple[str, str, int]) -> _Shard:
         name, host, port = node
@@ -308,6 +351,7 @@ class Relay:
             conn.connect()
             shard = self._shards[name] = _Shard(name, conn)
             threading.Thread(target=self._dispatch, args=(shard,), daemon=True).start()
+            threading.Thread(target=self._send_leaving, args=(shard,), daemon=True).start()
         return shard
 
     def _reset(self, shard: _Shard | None) -> None:
@@ -321,6 +365,8 @@ class Relay:
         for channel in list(shard.channels):
             self._drop(channel, "Redis was unreachable: the api lost its connection to it")
         shard.channels.clear()
+        shard.leaving.clear()
+        shard.left.set()  # its sender of unsubscriptions sees it is gone, and returns
 
     def _drop(self, channel: str, reason: str) -> None:
         stream = self._streams.pop(channel, None)

@@ -62,3 +62,56 @@ def publish(client: Any, channel: str, message: str | bytes) -> Any:
 def publish_command(client: Any) -> str:
     """The command a Lua script publishes with (the channel must then be one of its KEYS)."""
     return "SPUBLISH" if is_cluster(client) else "PUBLISH"
+
+
+def script(client: Any, source: str) -> Any:
+    """A Lua script to call as `run(keys=[...], args=[...])`: a redis-py Script, or on one
+    Redis the same script run by `_QuickScript`."""
+    registered = client.register_script(source)
+    if is_cluster(client):
+        return registered
+    return _QuickScript(client.connection_pool, registered)
+
+
+class _QuickScript:
+    """EVALSHA written and read on a connection of the client's pool, without the layers redis-py
+    puts around a command (the Script and command wrappers, its retry closure, observability
+    hooks, response callbacks): about half the client's CPU for a call, on the steps every
+    chat message takes (the api's create, the worker's claim and end). The pool's own checks
+    stay (a connection with unread data is not handed out; the health check's PING). Whatever
+    goes wrong falls back to redis-py's own call, which loads a missing script and retries a
+    broken connection as it always did; a connection that may hold half a reply (an error or a
+    greenlet killed mid-read) is closed, never handed back as it is."""
+
+    __slots__ = ("pool", "registered", "sha")
+
+    def __init__(self, pool: redis.ConnectionPool, registered: Any):
+        self.pool, self.registered = pool, registered
+        self.sha = registered.sha
+
+    @property
+    def script(self) -> str:
+        return self.registered.script
+
+    def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        conn = self.pool.get_connection()
+        try:
+            conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            reply = conn.read_response()
+        except (redis.exceptions.NoScriptError, redis.exceptions.ConnectionError,
+                redis.exceptions.TimeoutError):  # fmt: skip
+            self._drop(conn)
+            return self.registered(keys=keys, args=args)
+        except redis.exceptions.ResponseError:  # the script's own error: a whole reply was read
+            self.pool.release(conn)
+            raise
+        except BaseException:
+            self._drop(conn)
+            raise
+        self.pool.release(conn)
+        return reply
+
+    def _drop(self, conn: Any) -> None:
+        """Closed, then handed back: the pool opens it again when it is next taken."""
+        conn.disconnect()
+        self.pool.release(conn)

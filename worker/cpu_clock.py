@@ -4,14 +4,14 @@ With threads, a thread's CPU time is its own (time.thread_time). Under gevent ev
 process shares one thread, so the thread's clock would charge an execution with the work of every
 other execution that ran while it waited on Redis or a model. Here each greenlet switch charges
 the thread's CPU time since the previous switch to the greenlet that was running (greenlet's
-trace hook, chained to any other), so a greenlet's clock counts its own work only.
+trace hook, chained to any other), so a greenlet's clock counts its own work only: from the
+first time it reads the clock, which is all an execution's bound compares (engine/cpu.py).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -46,16 +46,22 @@ class GreenletClock:
 
         self._greenlet = greenlet
         self._thread = threading.get_native_id()
-        self._used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self._mark = time.thread_time()
         self._previous = greenlet.settrace(self._trace)
 
     def _trace(self, event: str, args: Any) -> None:
+        # Only greenlets that read the clock are charged (an attribute on the greenlet: it goes
+        # with it); a switch between two others (the hub, the outbox, a model call's reader,
+        # Celery's consumer), most of a worker's switches, reads no clock at all.
         if event in ("switch", "throw"):
-            origin = args[0]
-            now = time.thread_time()
-            self._used[origin] = self._used.get(origin, 0.0) + (now - self._mark)
-            self._mark = now
+            origin, target = args
+            used = getattr(origin, _USED, None)
+            if used is not None:
+                now = time.thread_time()
+                setattr(origin, _USED, used + (now - self._mark))
+                self._mark = now
+            elif getattr(target, _USED, None) is not None:
+                self._mark = time.thread_time()
         if self._previous is not None:
             self._previous(event, args)
 
@@ -63,4 +69,13 @@ class GreenletClock:
         if threading.get_native_id() != self._thread:
             return time.thread_time()
         current = self._greenlet.getcurrent()
-        return self._used.get(current, 0.0) + (time.thread_time() - self._mark)
+        used = getattr(current, _USED, None)
+        now = time.thread_time()
+        if used is None:  # charged from now on; what it used before, nobody asked about
+            setattr(current, _USED, 0.0)
+            self._mark = now
+            return 0.0
+        return used + (now - self._mark)
+
+
+_USED = "_mini_n8n_cpu_used"

@@ -9,6 +9,7 @@ import redis
 from api.relay import Relay
 from core import events
 from core.events import Kind
+from tests.waiting import wait_until
 
 
 def publish(url: str, channel: str, body: dict) -> None:
@@ -65,3 +66,42 @@ def test_a_message_that_is_not_valid_ends_only_its_own_stream(redis_url, keys):
     assert good_stream.get(timeout=5) == events.lines("ok\n", seq=0)
     relay.unsubscribe(bad_stream)
     relay.unsubscribe(good_stream)
+
+
+def numsub(client: redis.Redis, channels: list[str]) -> list[int]:
+    counts = client.execute_command("PUBSUB", "NUMSUB", *channels)
+    return counts[1::2]
+
+
+def test_an_ended_streams_channel_is_unsubscribed_in_redis_even_with_no_later_subscription(
+    redis_url, keys
+):
+    """Invariant 2: unsubscribing always happens. A channel left goes out with the next
+    subscription's write or, when none comes, on its own within a bound."""
+    client = redis.Redis.from_url(redis_url)
+    relay = Relay(redis_url)
+    channels = [keys.execution_events(f"u{i}") for i in range(5)]
+    streams = [relay.subscribe(c) for c in channels]
+    assert numsub(client, channels) == [1] * 5
+    for stream in streams:
+        relay.unsubscribe(stream)
+    wait_until(lambda: numsub(client, channels) == [0] * 5, 5, "the channels unsubscribed")
+    client.close()
+
+
+def test_a_channel_left_then_taken_again_before_the_unsubscribe_went_out_stays_subscribed(
+    redis_url, keys
+):
+    """An editor's push channel reopened at once: the UNSUBSCRIBE still waiting goes out before
+    the new SUBSCRIBE, in the same write, and the new stream hears what is published."""
+    client = redis.Redis.from_url(redis_url)
+    relay = Relay(redis_url)
+    channel = keys.push("p1")
+    relay.unsubscribe(relay.subscribe(channel, ordered=False))
+    again = relay.subscribe(channel, ordered=False)
+    wait_until(lambda: not relay._shards[""].leaving, 5, "the waiting unsubscribe sent")
+    assert numsub(client, [channel]) == [1]
+    publish(redis_url, channel, {"type": "ping", "data": {}})
+    assert again.get(timeout=5) is not None
+    relay.unsubscribe(again)
+    client.close()
