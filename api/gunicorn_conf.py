@@ -82,6 +82,10 @@ def post_worker_init(worker) -> None:
     from api.responses import RELEASE_ENVIRON  # loaded with the app, after prometheus's setup
 
     worker.wsgi.config[RELEASE_ENVIRON] = True
+    # A response's headers go out with its first body bytes, in one write (api/http_response.py).
+    from api import http_response
+
+    http_response.install()
 
     def watch() -> None:
         while worker.alive:

@@ -66,27 +66,74 @@ def publish_command(client: Any) -> str:
 
 def script(client: Any, source: str) -> Any:
     """A Lua script to call as `run(keys=[...], args=[...])`: a redis-py Script, or on one
-    Redis the same script run by `_QuickScript`."""
+    Redis the same script run the quick way (`Quick`)."""
     registered = client.register_script(source)
-    if is_cluster(client):
+    quick = Quick.of(client)
+    if quick is None:
         return registered
-    return _QuickScript(client.connection_pool, registered)
+    return _QuickScript(quick, registered)
+
+
+class Quick:
+    """Commands written and read on a connection of a plain client's pool, without the layers
+    redis-py puts around each (the command wrappers, its retry closure, observability hooks,
+    response callbacks, a Pipeline object): about half the client's CPU for a command, on the
+    steps every chat message takes (the api's create; the worker's claim, memory, publishes
+    and end). So only commands whose raw reply is their answer. The pool's own checks stay (a
+    connection with unread data is not handed out; the health check's PING). A connection that
+    may hold half a reply (an error, a greenlet killed mid-read) is closed, never handed back
+    as it is."""
+
+    __slots__ = ("client", "pool")
+
+    def __init__(self, client: redis.Redis):
+        self.client, self.pool = client, client.connection_pool
+
+    @classmethod
+    def of(cls, client: Any) -> Quick | None:
+        """For a plain redis.Redis only: not a cluster, a pipeline or a test double."""
+        return cls(client) if type(client) is redis.Redis else None
+
+    def call(self, *args: Any) -> Any:
+        """One command's reply. A broken connection falls back to redis-py's own call, which
+        retries it as it always did."""
+        try:
+            (reply,) = self.exchange([args])
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            return self.client.execute_command(*args)
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
+        return reply
+
+    def exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """The replies of `commands`, sent in one write (an error reply is returned, not
+        raised: every reply is read); what breaks the connection is raised."""
+        pool = self.pool
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command([b"".join(p for c in commands for p in conn.pack_command(*c))])
+            replies = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as err:
+                    replies.append(err)
+        except BaseException:
+            conn.disconnect()
+            pool.release(conn)
+            raise
+        pool.release(conn)
+        return replies
 
 
 class _QuickScript:
-    """EVALSHA written and read on a connection of the client's pool, without the layers redis-py
-    puts around a command (the Script and command wrappers, its retry closure, observability
-    hooks, response callbacks): about half the client's CPU for a call, on the steps every
-    chat message takes (the api's create, the worker's claim and end). The pool's own checks
-    stay (a connection with unread data is not handed out; the health check's PING). Whatever
-    goes wrong falls back to redis-py's own call, which loads a missing script and retries a
-    broken connection as it always did; a connection that may hold half a reply (an error or a
-    greenlet killed mid-read) is closed, never handed back as it is."""
+    """A script called the quick way; a script Redis forgot (NOSCRIPT) or a broken connection
+    falls back to redis-py's Script, which loads it and retries as it always did."""
 
-    __slots__ = ("pool", "registered", "sha")
+    __slots__ = ("quick", "registered", "sha")
 
-    def __init__(self, pool: redis.ConnectionPool, registered: Any):
-        self.pool, self.registered = pool, registered
+    def __init__(self, quick: Quick, registered: Any):
+        self.quick, self.registered = quick, registered
         self.sha = registered.sha
 
     @property
@@ -94,24 +141,12 @@ class _QuickScript:
         return self.registered.script
 
     def __call__(self, keys: list[Any], args: list[Any]) -> Any:
-        conn = self.pool.get_connection()
         try:
-            conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
-            reply = conn.read_response()
-        except (redis.exceptions.NoScriptError, redis.exceptions.ConnectionError,
-                redis.exceptions.TimeoutError):  # fmt: skip
-            self._drop(conn)
+            (reply,) = self.quick.exchange([("EVALSHA", self.sha, len(keys), *keys, *args)])
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             return self.registered(keys=keys, args=args)
-        except redis.exceptions.ResponseError:  # the script's own error: a whole reply was read
-            self.pool.release(conn)
-            raise
-        except BaseException:
-            self._drop(conn)
-            raise
-        self.pool.release(conn)
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            return self.registered(keys=keys, args=args)
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
         return reply
-
-    def _drop(self, conn: Any) -> None:
-        """Closed, then handed back: the pool opens it again when it is next taken."""
-        conn.disconnect()
-        self.pool.release(conn)

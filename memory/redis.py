@@ -28,6 +28,7 @@ import redis
 
 from core.jsontext import dumps, loads
 from core.keys import Keys
+from core.redis_clients import Quick
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
 
@@ -43,6 +44,9 @@ class RedisMemory(ChatMemory):
         workflow_id: str | None = None,
     ) -> None:
         self._client = client
+        # A turn's LRANGE and LPUSH, without redis-py's per-command layers where it can.
+        quick = Quick.of(client)
+        self._command = client.execute_command if quick is None else quick.call
         self._keys = keys
         self._ttl_seconds = ttl_seconds  # 0 = never expires (n8n's sessionTTL default)
         self._workflow_id = workflow_id  # set: the sessions of this protected workflow
@@ -67,7 +71,7 @@ class RedisMemory(ChatMemory):
         key = self.key(session_key)
         encoded = [encode(m) for m in messages]
         if self._ttl_seconds <= 0:
-            self._client.lpush(key, *encoded)  # one command: no transaction to wrap it in
+            self._command("LPUSH", key, *encoded)  # one command: no transaction to wrap it in
             return
         pipe = self._client.pipeline(transaction=True)
         pipe.lpush(key, *encoded)
@@ -91,7 +95,7 @@ class RedisMemory(ChatMemory):
         return sorted({s for s in sessions if s is not None})  # SCAN may return a key twice
 
     def _read(self, session_key: str, stop: int) -> list[ChatMessage]:
-        raw = self._client.lrange(self.key(session_key), 0, stop)
+        raw = self._command("LRANGE", self.key(session_key), 0, stop)
         decoded = (decode(element) for element in reversed(raw))
         return [message for message in decoded if message is not None]
 

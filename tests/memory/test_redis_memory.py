@@ -179,7 +179,10 @@ def test_load_reads_only_the_window(redis_client, keys):
     memory.load("s1", None)
     memory.load("s1", 0)
 
-    assert recorder.calls == [("lrange", (key, 0, 3), {}), ("lrange", (key, 0, -1), {})]
+    assert recorder.calls == [
+        ("execute_command", ("LRANGE", key, 0, 3), {}),
+        ("execute_command", ("LRANGE", key, 0, -1), {}),
+    ]
 
 
 def test_add_turn_is_one_transaction(redis_client, keys):

@@ -1,0 +1,80 @@
+"""gunicorn's HTTP/1 response, its headers written with the first body bytes.
+
+gunicorn writes a response's headers on their own, then each body chunk, then a chunked body's
+end: a streamed chat answer of one coalesced chunk took three writes, each a system call that
+wakes the client. Here the headers wait for the first body bytes that follow them in the same
+`write` (gunicorn sends headers only once the body's first bytes are there anyway, so nothing is
+later), and a chunked body's end goes out with headers still held; the chunks are framed as
+gunicorn frames them. What sends headers outside `write` (a file sent with sendfile) sends them
+at once, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gunicorn.http import wsgi
+
+
+class _Kept:
+    """Stands in for the socket while gunicorn writes the headers: keeps them."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+class Response(wsgi.Response):
+    _holding = False  # inside `write`: headers may wait for the body bytes that follow
+    _held = b""
+
+    def write(self, arg: bytes) -> None:
+        self._holding = not self.headers_sent
+        try:
+            super().write(arg)
+        finally:
+            self._holding = False
+
+    def send_headers(self) -> None:
+        if self.headers_sent or not self._holding:
+            return super().send_headers()
+        sock, self.sock = self.sock, _Kept()
+        try:
+            super().send_headers()
+        finally:
+            self._held, self.sock = self.sock.data, sock
+
+    def _emit_body(self, data: bytes) -> None:
+        if not self._held:
+            return super()._emit_body(data)
+        held, self._held = self._held, b""
+        if self.chunked:
+            data = b"%X\r\n%s\r\n" % (len(data), data)
+        self.sock.sendall(held + data)
+
+    def close(self) -> None:
+        if not self.headers_sent:  # no body bytes at all: headers and end in one write
+            self._holding = True
+            try:
+                self.send_headers()
+            finally:
+                self._holding = False
+        held, self._held = self._held, b""
+        if not held:
+            return super().close()
+        # Headers still held: a body that was empty, or one no bytes of may be sent (HEAD).
+        self.sock.sendall(held + (b"0\r\n\r\n" if self.chunked else b""))
+
+
+def install() -> bool:
+    """gunicorn builds its HTTP/1 responses with this class from now on (in this process).
+    False, and nothing changed, on a gunicorn without the hook this relies on."""
+    base: Any = wsgi.Response
+    if not hasattr(base, "_emit_body") or not issubclass(Response, base):
+        return False
+    wsgi.Response = Response
+    return True
