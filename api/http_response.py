@@ -29,6 +29,7 @@ class _Kept:
 
 
 class Response(wsgi.Response):
+    sock: Any  # gunicorn's, set in its __init__
     _holding = False  # inside `write`: headers may wait for the body bytes that follow
     _held = b""
 
@@ -42,11 +43,13 @@ class Response(wsgi.Response):
     def send_headers(self) -> None:
         if self.headers_sent or not self._holding:
             return super().send_headers()
-        sock, self.sock = self.sock, _Kept()
+        sock = self.sock
+        kept = _Kept()
+        self.sock = kept
         try:
             super().send_headers()
         finally:
-            self._held, self.sock = self.sock.data, sock
+            self._held, self.sock = kept.data, sock
 
     def _emit_body(self, data: bytes) -> None:
         if not self._held:

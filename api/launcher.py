@@ -135,6 +135,8 @@ class Launcher:
                 joined = self.store.create(record, stored, task=task, join=join, route=route,
                                            channel=channel)  # fmt: skip
             except NotSubscribed:
+                if stream is None:  # only asked with a stream's channel
+                    raise
                 self.relay.confirm(stream)
                 joined = self.store.create(record, stored, task=task, join=join, route=route,
                                            channel=channel)  # fmt: skip
