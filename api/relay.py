@@ -240,7 +240,7 @@ class Relay:
             shard = self._shard_of.pop(stream.channel, None)
             if shard is not None and self._shards.get(shard.name) is shard:
                 # Not sent at once: it goes out with the next subscription's write, or within
-                # LEAVE_DELAY, several channels in one command. Under load each message's
+                # LEAVE_DELAY, several channels in one write. Under load each message's
                 # unsubscribe is then no write and no system call of its own; meanwhile
                 # whatever Redis still sends on the channel finds no stream and is dropped.
                 shard.channels.discard(stream.channel)
@@ -308,14 +308,17 @@ class Relay:
         shard.channels.add(channel)
         self._shard_of[channel] = shard
         conn = shard.conn
-        packed = conn.pack_command(self._subscribe, channel)
-        if shard.leaving:
-            packed = conn.pack_command(self._unsubscribe, *shard.leaving) + packed
-            shard.leaving = []
+        packed = self._packed_leaving(shard) + conn.pack_command(self._subscribe, channel)
         conn.send_packed_command([b"".join(packed)])
 
+    def _packed_leaving(self, shard: _Shard) -> list[bytes]:
+        """The UNSUBSCRIBEs of the channels left, one command each (a cluster refuses one
+        SUNSUBSCRIBE naming channels of several slots), to go out in one write."""
+        leaving, shard.leaving = shard.leaving, []
+        return [p for c in leaving for p in shard.conn.pack_command(self._unsubscribe, c)]
+
     def _send_leaving(self, shard: _Shard) -> None:
-        """Unsubscribe, in one command, the channels left that no subscription took along."""
+        """Unsubscribe, in one write, the channels left that no subscription took along."""
         while True:
             shard.left.wait(LEAVE_DELAY * 100)
             time.sleep(LEAVE_DELAY)
@@ -325,9 +328,8 @@ class Relay:
                 shard.left.clear()
                 if not shard.leaving:
                     continue
-                leaving, shard.leaving = shard.leaving, []
                 try:
-                    shard.conn.send_command(self._unsubscribe, *leaving)
+                    shard.conn.send_packed_command([b"".join(self._packed_leaving(shard))])
                 except (redis.RedisError, OSError):
                     self._reset(shard)
 

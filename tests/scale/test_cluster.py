@@ -253,6 +253,29 @@ def test_the_relay_subscribes_again_when_a_channel_slot_moves(cluster):
     client.close()
 
 
+def test_streams_of_many_slots_ended_together_are_unsubscribed_and_the_shard_goes_on(cluster):
+    """The relay sends the UNSUBSCRIBEs of streams that ended together in one write: one
+    SUNSUBSCRIBE per channel, as a cluster refuses one naming channels of several slots (the
+    autouse check counts CROSSSLOT answers); the shard's other streams go on."""
+    relay = Relay(cluster.url, cluster=True)
+    client = RedisCluster.from_url(cluster.url, decode_responses=True)
+    channels = [f"relay-test:execution:{{together{i}}}:events" for i in range(40)]
+    streams = [relay.subscribe(c) for c in channels]
+    staying = relay.subscribe("relay-test:execution:{staying}:events")
+    for stream in streams:
+        relay.unsubscribe(stream)
+    nodes = client.get_primaries()
+    wait_until(
+        lambda: not any(_subscribed_on(n, c) for n in nodes for c in channels),
+        10,
+        "every ended stream's channel unsubscribed",
+    )
+    client.spublish(staying.channel, json.dumps({"s": 0, "lines": "still here\n"}))
+    assert staying.get(timeout=5) == events.lines("still here\n", seq=0)
+    relay.unsubscribe(staying)
+    client.close()
+
+
 def mini_n8n(env: dict[str, str], *args: str) -> str:
     """What the `mini-n8n` command prints (it must succeed)."""
     done = subprocess.run(
