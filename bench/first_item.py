@@ -35,13 +35,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 from urllib.parse import urlsplit
 
 import httpx
+import redis
 from _common import pct, redis_server
 from cpu_per_message import ANSWER, EXPORT, MESSAGE, credentials_file
 
@@ -60,24 +61,41 @@ WALL = time.time() - time.monotonic()  # Redis stamps commands with the wall clo
 
 
 class Monitor:
-    """Every command Redis runs, with its time: raw bytes while the bench runs, parsed after."""
+    """Every command Redis runs, with its time: raw bytes copied to a file by a process of its
+    own while the bench runs (no thread here competes with the client and the fake for this
+    process), parsed after."""
+
+    READER = (
+        "import socket, sys\n"
+        "sock = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n"
+        "sock.sendall(b'MONITOR\\r\\n')\n"
+        "with open(sys.argv[3], 'wb', buffering=0) as out:\n"
+        "    while chunk := sock.recv(1 << 20):\n"
+        "        out.write(chunk)\n"
+    )
 
     def __init__(self, redis_url: str):
         url = urlsplit(redis_url)
-        self.sock = socket.create_connection((url.hostname, url.port or 6379))
-        self.sock.sendall(b"MONITOR\r\n")
-        self.chunks: list[bytes] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
+        with tempfile.NamedTemporaryFile(prefix="mini-n8n-monitor-", delete=False) as made:
+            self.path = made.name
+        args = [url.hostname or "localhost", str(url.port or 6379), self.path]
+        self.proc = subprocess.Popen([sys.executable, "-c", self.READER, *args])
+        client = redis.Redis.from_url(redis_url)
+        while not any(c.get("cmd") == "monitor" for c in client.client_list()):
+            time.sleep(0.01)  # polls until Redis lists the monitor: no command may be missed
+        client.close()
 
-    def _read(self) -> None:
-        while chunk := self.sock.recv(1 << 20):
-            self.chunks.append(chunk)
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        os.unlink(self.path)
 
     def commands(self) -> list[tuple[float, bytes, bytes]]:
         """(monotonic time, command, first argument) of every command seen so far."""
         out = []
-        for line in b"".join(self.chunks).split(b"\r\n"):
+        with open(self.path, "rb") as raw:
+            data = raw.read()
+        for line in data.split(b"\r\n"):
             if not line.startswith(b"+") or b'] "' not in line:
                 continue
             stamp, _, rest = line[1:].partition(b" ")
@@ -173,6 +191,7 @@ def main(n: int) -> None:
                             runs[mode] += serial(client, url, n // 5, f"{mode}{round_}-", fake)
                 report(runs)
                 report_fine(runs, monitor.commands())
+                monitor.stop()
             finally:
                 deploy.stop()
     finally:
