@@ -5,8 +5,8 @@ end: a streamed chat answer of one coalesced chunk took three writes, each a sys
 wakes the client. Here the headers wait for the first body bytes that follow them in the same
 `write` (gunicorn sends headers only once the body's first bytes are there anyway, so nothing is
 later), and a chunked body's end goes out with headers still held; the chunks are framed as
-gunicorn frames them. What sends headers outside `write` (a file sent with sendfile) sends them
-at once, as before.
+gunicorn frames them. An empty write (an app's way to send its headers early) and what sends
+headers outside `write` (a file sent with sendfile) send them at once, as before.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class Response(wsgi.Response):
             super().write(arg)
         finally:
             self._holding = False
+        if self._held and not arg:  # an empty write sends the headers at once, as gunicorn's
+            held, self._held = self._held, b""
+            self.sock.sendall(held)
 
     def send_headers(self) -> None:
         if self.headers_sent or not self._holding:

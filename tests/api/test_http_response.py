@@ -49,7 +49,7 @@ JSON = [("Content-Type", "application/json"), ("Content-Length", "11")]
         ("POST", STREAM, [b'{"type":"begin"}\n', b'{"type":"end"}\n'], 3, 4),  # +1: the end
         ("POST", STREAM, [b'{"a":1}\n{"b":2}\n'], 2, 3),
         ("POST", STREAM, [], 1, 2),  # headers and the chunked end at once
-        ("POST", STREAM, [b"", b"x"], 2, 3),  # an empty write holds the headers on
+        ("POST", STREAM, [b"", b"x"], 3, 3),  # an empty write sends the headers at once
         ("GET", JSON, [b'{"ok":true}'], 1, 2),
         ("HEAD", JSON, [b'{"ok":true}'], 1, 1),
     ],
