@@ -26,6 +26,8 @@ SUBSCRIBE_TIMEOUT = 5.0
 # How long an ended stream's channel may wait to be unsubscribed with a later subscription's
 # write before it is sent on its own.
 LEAVE_DELAY = 0.01
+# How often an idle sender of unsubscriptions looks whether its connection was reset.
+LEAVE_IDLE_LOOK = 1.0
 
 
 class RelayError(Exception):
@@ -320,7 +322,7 @@ class Relay:
     def _send_leaving(self, shard: _Shard) -> None:
         """Unsubscribe, in one write, the channels left that no subscription took along."""
         while True:
-            shard.left.wait(LEAVE_DELAY * 100)
+            shard.left.wait(LEAVE_IDLE_LOOK)
             time.sleep(LEAVE_DELAY)
             with self._lock:
                 if self._shards.get(shard.name) is not shard:
