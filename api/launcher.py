@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from api.relay import Relay, Stream
@@ -131,15 +132,15 @@ class Launcher:
         queue = self.settings.task_queue
         try:
             task = (queue, redis_message(payload, queue))
+            create = partial(self.store.create, record, stored, task=task, join=join,
+                             route=route, channel=channel)  # fmt: skip
             try:
-                joined = self.store.create(record, stored, task=task, join=join, route=route,
-                                           channel=channel)  # fmt: skip
+                joined = create()
             except NotSubscribed:
                 if stream is None:  # only asked with a stream's channel
                     raise
                 self.relay.confirm(stream)
-                joined = self.store.create(record, stored, task=task, join=join, route=route,
-                                           channel=channel)  # fmt: skip
+                joined = create()
         except RouteChanged:  # nothing was written
             if stream is not None:
                 self.relay.unsubscribe(stream)

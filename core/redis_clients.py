@@ -12,6 +12,7 @@ cluster and matters to callers:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -94,13 +95,13 @@ class Quick:
         """For a plain redis.Redis only: not a cluster, a pipeline or a test double."""
         return cls(client) if type(client) is redis.Redis else None
 
-    def call(self, *args: Any) -> Any:
-        """One command's reply. A broken connection falls back to redis-py's own call, which
-        retries it as it always did."""
+    def call(self, *args: Any, fallback: Callable[[], Any] | None = None) -> Any:
+        """One command's reply. A broken connection falls back to redis-py's own call (or to
+        `fallback`), which retries it as it always did."""
         try:
             (reply,) = self.exchange([args])
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            return self.client.execute_command(*args)
+            return fallback() if fallback is not None else self.client.execute_command(*args)
         if isinstance(reply, redis.exceptions.ResponseError):
             raise reply
         return reply
@@ -141,12 +142,10 @@ class _QuickScript:
         return self.registered.script
 
     def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        def again() -> Any:
+            return self.registered(keys=keys, args=args)
+
         try:
-            (reply,) = self.quick.exchange([("EVALSHA", self.sha, len(keys), *keys, *args)])
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            return self.registered(keys=keys, args=args)
-        if isinstance(reply, redis.exceptions.NoScriptError):
-            return self.registered(keys=keys, args=args)
-        if isinstance(reply, redis.exceptions.ResponseError):
-            raise reply
-        return reply
+            return self.quick.call("EVALSHA", self.sha, len(keys), *keys, *args, fallback=again)
+        except redis.exceptions.NoScriptError:
+            return again()
