@@ -168,7 +168,11 @@ class Outbox:
     def _send(self, publishes: list[tuple[str, bytes]]) -> None:
         """One round trip for the whole batch: the quick way on one Redis, else a pipeline."""
         if self._quick is not None:
-            self._quick.exchange([("PUBLISH", channel, message) for channel, message in publishes])
+            replies = self._quick.exchange([("PUBLISH", c, m) for c, m in publishes])
+            # As the pipeline's execute: a refused publish (an ACL, say) is an error to log.
+            refused = next((r for r in replies if isinstance(r, redis.ResponseError)), None)
+            if refused is not None:
+                raise refused
             return
         pipe = self.client.pipeline(transaction=False)
         for channel, message in publishes:

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from api.launcher import Launcher, LaunchError
+from api.relay import RelayError
 from api.task_sender import TaskSender
 from core.executions import ExecutionStore
 from core.settings import Settings
@@ -54,8 +55,8 @@ class Relay:
     `slow`: the SUBSCRIBE reaches Redis only once the launcher waits for its confirmation (it
     was sent, and the create overtook it)."""
 
-    def __init__(self, client, keys, fail: bool = False, slow: bool = False):
-        self.client, self.keys, self.fail, self.slow = client, keys, fail, slow
+    def __init__(self, client, keys, fail: bool = False, slow: bool = False, lost: bool = False):
+        self.client, self.keys, self.fail, self.slow, self.lost = client, keys, fail, slow, lost
         self.seen: list[tuple[str, int, int]] = []
         self.unsubscribed: list[str] = []
         self.confirmed: list[str] = []
@@ -73,6 +74,8 @@ class Relay:
 
     def confirm(self, stream: str) -> str:
         self.confirmed.append(stream)
+        if self.lost:  # Redis paused, or the relay's connection dropped, after the SUBSCRIBE
+            raise RelayError("Redis did not confirm the subscription in time")
         self.pubsub.subscribe(stream)
         return stream
 
@@ -113,6 +116,18 @@ def test_a_create_that_overtakes_its_subscribe_writes_nothing_and_runs_again_onc
     assert relay.confirmed == [channel]
     assert redis_client.llen(keys.prefix + "queue") == 1  # one task, after the confirmation
     assert ExecutionStore(redis_client, keys).get(launch.execution_id).status == "new"
+
+
+def test_a_create_that_overtook_a_subscribe_never_confirmed_starts_nothing_and_lets_go(
+    redis_url, redis_client, keys
+):
+    relay = Relay(redis_client, keys, slow=True, lost=True)
+    with pytest.raises(LaunchError, match="did not confirm"):
+        start_streaming(own_launcher(redis_url, redis_client, keys, relay))
+    ((execution_id, _, _),) = relay.seen
+    assert relay.unsubscribed == [keys.execution_events(execution_id)]
+    left = [k for k in redis_client.scan_iter(match=keys.prefix + "*") if ":snapshot:" not in k]
+    assert left == []  # no record, no task, no place in the session's line
 
 
 def test_a_subscription_that_fails_leaves_nothing_behind(redis_url, redis_client, keys):

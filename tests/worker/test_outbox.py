@@ -135,3 +135,25 @@ def test_a_dead_publisher_thread_is_started_again(redis_url, redis_client):
     assert outbox.flush("c3").wait(5)
     assert _messages(pubsub, 1)[0]["s"] == 0
     assert outbox._thread is not dead and outbox._thread.is_alive()
+
+
+def test_a_publish_redis_refuses_is_logged_not_dropped_in_silence(
+    redis_url, redis_client, keys, caplog
+):
+    """A publish Redis answers with an error (here an ACL that denies the channel) is an error
+    of the batch, logged, as the pipeline's execute raised it; the outbox goes on."""
+    user = f"{keys.prefix}outbox"
+    redis_client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=["+@all"],
+                             keys=["*"], channels=["allowed*"])  # fmt: skip
+    try:
+        client = redis.Redis.from_url(redis_url, username=user, password="pw")
+        outbox = Outbox(client)
+        outbox.chunk("denied", {"type": "item", "content": "x"})
+        assert outbox.flush("denied").wait(5)
+        assert "could not publish a batch" in caplog.text and "No permissions" in caplog.text
+        pubsub = _subscriber(redis_url, "allowed1")
+        outbox.chunk("allowed1", {"type": "item", "content": "y"})
+        assert outbox.flush("allowed1").wait(5)
+        assert _messages(pubsub, 1)[0]["lines"] == '{"type":"item","content":"y"}\n'
+    finally:
+        redis_client.acl_deluser(user)
