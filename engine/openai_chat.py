@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from core import jsontext
-from engine import model_connection
+from engine import model_connection, model_http
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
 from engine.services import Spawn, spawn_thread
@@ -242,7 +242,8 @@ MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest 
 # socket on each request and each release, which under gevent cost more CPU with 25 idle
 # connections than opening new local ones did (32 concurrent answers, issue 14); 8 keep most
 # of the reuse (no TCP and TLS handshake) at about the CPU of no reuse.
-LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=8)
+MAX_IDLE = 8
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=MAX_IDLE)
 _TLS: list[Any] = []  # the process's one TLS context, built once (loading CAs takes a while)
 
 
@@ -262,7 +263,7 @@ def warm_endpoint(credential: Mapping[str, Any]) -> None:
     organization = credential.get("organizationId") or None
     settings = OpenAiSettings(base_url=base_url, organization=organization)
     client = _shared_client(settings, str(credential.get("apiKey") or ""))
-    client.get(f"{base_url}/models", timeout=WARM_TIMEOUT)  # the answer does not matter
+    client.fetch(f"{base_url}/models", WARM_TIMEOUT)  # the answer does not matter
 
 
 def _tls_context() -> Any:
@@ -292,7 +293,9 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> _ModelClient:
             client = _ModelClient(
                 headers=headers, timeout=s.timeout, limits=LIMITS, verify=tls, trust_env=True
             )
-            model_connection.install(client)  # no 40 ms stall when kept alive (issue 26)
+            # No 40 ms stall on kept connections (issue 26): the short way's own sockets see to
+            # it; this is for httpx's, where a proxy is configured and NO_PROXY names the host.
+            model_connection.install(client)
             if len(_CLIENTS) >= MAX_CLIENTS:
                 # Not closed here: an execution may still be reading from it. Its pooled
                 # connections close once it is no longer referenced.
@@ -302,30 +305,46 @@ def _shared_client(s: OpenAiSettings, api_key: str) -> _ModelClient:
 
 
 class _ModelClient(httpx.Client):
-    """httpx's client, with a short way for the model call's one request: where no proxy is
-    configured in the environment (httpx's `trust_env`), the request goes straight to the
-    client's transport with the client's headers and timeout. The client's layers around it
-    (auth and redirect flows, event hooks, a cookie jar read and written through urllib's
-    request objects) cost about as much CPU as the transport's own work, for a POST with a
-    bearer key that is never redirected; n8n's model client keeps no cookies either."""
+    """httpx's client, with a short way for the model call: where no proxy is configured in the
+    environment (httpx's `trust_env`), requests go over the client's own kept-alive connections
+    (engine/model_http.py) with the client's headers and timeout. httpx's layers (auth and
+    redirect flows, event hooks, a cookie jar, then httpcore's pool and h11) cost about five
+    times the CPU of the request itself, for a POST with a bearer key that is never redirected;
+    n8n's model client keeps no cookies either. With a proxy, httpx's own way, unchanged."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self._direct = None if urllib.request.getproxies() else self._transport
-        self._request_timeout = {"timeout": self.timeout.as_dict()}
-        self._direct_urls: dict[str, httpx.URL] = {}
+        self._direct = None
+        if not urllib.request.getproxies():
+            self._direct = model_http.Connections(
+                self.headers.raw,
+                self.timeout.read,
+                kwargs["verify"],
+                MAX_IDLE,
+            )
 
-    def post_stream(self, url: str, content: bytes) -> httpx.Response:
-        """POST `content`, the response's body still to be read (close it)."""
+    def post_stream(self, url: str, content: bytes) -> Any:
+        """POST `content`, the response's body still to be read (close it): an httpx.Response,
+        or the short way's model_http.Reply, which has the same parts."""
         if self._direct is None:
             return self.send(self.build_request("POST", url, content=content), stream=True)
-        target = self._direct_urls.get(url)
-        if target is None:
-            target = self._direct_urls[url] = httpx.URL(url)
-        request = httpx.Request(
-            "POST", target, headers=self.headers, content=content, extensions=self._request_timeout
-        )
-        return self._direct.handle_request(request)
+        return self._direct.request("POST", url, content)
+
+    def fetch(self, url: str, timeout: float) -> None:
+        """GET `url` and read its answer (warm_endpoint: it opens a kept connection)."""
+        if self._direct is None:
+            self.get(url, timeout=timeout)
+            return
+        reply = self._direct.request("GET", url, timeout=timeout)
+        try:
+            reply.read()
+        finally:
+            reply.close()
+
+    def close(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+        super().close()
 
 
 class _StatusError(Exception):
@@ -346,7 +365,7 @@ class _StreamedError(Exception):
         self.body = body
 
 
-def _error_body(response: httpx.Response) -> Any:
+def _error_body(response: Any) -> Any:
     """As the SDK read it: the JSON's `error` object if there is one, else the JSON, else the
     text."""
     text = response.text.strip()

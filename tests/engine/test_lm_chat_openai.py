@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import openai
 import pytest
@@ -123,9 +124,10 @@ def test_consecutive_answers_share_one_connection(fake):
 def wait_until_back_in_the_pool(model) -> None:
     """The answer is handed over as soon as `[DONE]` arrives; the body's last bytes are read
     (and the connection released) just after, on the pump's side."""
-    pool = openai_chat._shared_client(model.settings, KEY)._transport._pool
+    connections = openai_chat._shared_client(model.settings, KEY)._direct
+    origin = ("http", "127.0.0.1", urlsplit(model.settings.base_url).port)
     deadline = time.monotonic() + 5
-    while not any(c.is_idle() for c in pool.connections):
+    while not connections.idle(origin):
         assert time.monotonic() < deadline, "the connection never went back to the pool"
         time.sleep(0.01)
 

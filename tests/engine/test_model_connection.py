@@ -1,6 +1,7 @@
 """The model client's kept-alive connections against a server that leaves Nagle's algorithm on
 (issue 26): on such a connection every first token waited for our delayed ACK, about 40 ms.
-Over plain HTTP and over TLS (engine/model_connection.py wraps httpcore's TLS streams too)."""
+Over plain HTTP and over TLS, on the client's own connections (engine/model_http.py) and
+httpx's (engine/model_connection.py wraps httpcore's TLS streams too)."""
 
 from __future__ import annotations
 
@@ -193,6 +194,13 @@ def test_each_request_reaches_the_server_in_one_read(server):
 
 def test_the_connections_are_tcp_nodelay(server):
     client = openai_chat._shared_client(OpenAiSettings(base_url=server.base_url), KEY)
+    reply = client.post_stream(f"{server.base_url}/chat/completions", b"{}")
+    try:
+        assert reply._conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        reply.read()
+    finally:
+        reply.close()
+    # and httpx's own, where a proxy is configured and NO_PROXY names the host
     with client.stream("POST", f"{server.base_url}/chat/completions", content=b"{}") as response:
         sock = response.extensions["network_stream"].get_extra_info("socket")
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

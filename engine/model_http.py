@@ -1,0 +1,454 @@
+"""The model call's HTTP/1.1 on sockets of our own: a POST and its streamed answer, on kept-alive
+connections (engine/openai_chat.py uses it where no proxy is configured).
+
+httpx over httpcore and h11 took about 570 us of CPU per model call against a local server (an
+8-word answer, 11 server-sent events), a fifth of a worker's CPU per chat message, most of it in
+h11's event machinery and httpcore's pool bookkeeping; the same request and answer on a socket
+took about 100 us (issue 26). What a model call needs of HTTP is small: one request written
+whole, a status line and headers, a body framed by chunks, by a length or by the connection's
+end, gzip or deflate if a server compresses what the client said it accepts. What it gets wrong
+is told with httpx's own exceptions (connect, read and write timeouts and errors, a protocol
+error), so the caller's messages and retries stay as they were.
+
+The sockets are as engine/model_connection.py explains: TCP_NODELAY, each request in one write,
+and out of delayed-ACK mode once it is sent. An idle connection the server closed is noticed
+before it is reused (a look that never waits); a reused connection that fails before the
+answer's first byte is replaced by a new one once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from engine import model_connection
+
+MAX_HEAD_BYTES = 64 * 1024  # a status line and headers beyond this are not an answer we read
+MAX_CHUNK_LINE = 4096
+READ_BYTES = 65536
+Origin = tuple[str, str, int]  # scheme, host, port
+_SAFE = "/?=&%:@!$'()*+,;~-._"  # what a URL's path and query keep as they are (the rest: %XX)
+
+
+class _Stale(Exception):
+    """A reused connection failed before its answer began: the server had let it go."""
+
+
+class Connections:
+    """One client's kept-alive connections, by origin, and its requests. `headers` are sent
+    with every request, in their order, after the Host header."""
+
+    def __init__(
+        self,
+        headers: list[tuple[bytes, bytes]],
+        timeout: float | None,
+        tls: ssl.SSLContext,
+        max_idle: int = 8,
+    ):
+        self._headers = b"".join(b"%s: %s\r\n" % (name, value) for name, value in headers)
+        self._timeout = timeout
+        self._tls = tls
+        self._max_idle = max_idle
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._lock = threading.Lock()
+        self._routes: dict[str, tuple[Origin, bytes]] = {}
+
+    def request(
+        self, method: str, url: str, body: bytes | None = None, timeout: float | None = None
+    ) -> Reply:
+        """Send the request and read the answer's status and headers; the body is the
+        Reply's to read (close it)."""
+        origin, head = self._route(method, url)
+        length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
+        message = b"%s%s\r\n%s" % (head, length, body or b"")
+        timeout = self._timeout if timeout is None else timeout
+        while True:
+            conn = self._take(origin)
+            if conn is None:
+                conn = _Connection.open(origin, timeout, self._tls)
+                return conn.exchange(self, origin, method, message, timeout)
+            try:
+                return conn.exchange(self, origin, method, message, timeout)
+            except _Stale:
+                continue  # closed; the next idle one, or a new connection
+
+    def idle(self, origin: Origin) -> int:
+        with self._lock:
+            return len(self._idle.get(origin, ()))
+
+    def _route(self, method: str, url: str) -> tuple[Origin, bytes]:
+        key = f"{method} {url}"
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._parse(method, url)
+        return route
+
+    def _parse(self, method: str, url: str) -> tuple[Origin, bytes]:
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            raise httpx.InvalidURL("invalid URL") from None
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol("the URL must start with http:// or https://")
+        host = parts.hostname
+        if not host:
+            raise httpx.InvalidURL("the URL has no host")
+        default = 443 if scheme == "https" else 80
+        port = port or default
+        shown = f"[{host}]" if ":" in host else host
+        authority = shown if port == default else f"{shown}:{port}"
+        target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), _SAFE)
+        head = b"%s %s HTTP/1.1\r\nHost: %s\r\n" % (
+            method.encode("ascii"),
+            target.encode("ascii"),
+            authority.encode("ascii") if authority.isascii() else authority.encode("idna"),
+        )
+        return (scheme, host, port), head + self._headers
+
+    def _take(self, origin: Origin) -> _Connection | None:
+        while True:
+            with self._lock:
+                idle = self._idle.get(origin)
+                if not idle:
+                    return None
+                conn = idle.pop()
+            if not model_connection._readable_now(conn.sock):
+                return conn
+            conn.close()  # the server closed it (or sent what nobody asked for) while idle
+
+    def put_back(self, origin: Origin, conn: _Connection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(origin, [])
+            if len(idle) < self._max_idle:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns = [c for idle in self._idle.values() for c in idle]
+            self._idle.clear()
+        for conn in conns:
+            conn.close()
+
+
+class _Connection:
+    __slots__ = ("sock", "timeout", "reused")
+
+    def __init__(self, sock: socket.socket, timeout: float | None):
+        self.sock = sock
+        self.timeout = timeout
+        self.reused = False
+
+    @classmethod
+    def open(cls, origin: Origin, timeout: float | None, tls: ssl.SSLContext) -> _Connection:
+        scheme, host, port = origin
+        try:
+            sock = socket.create_connection((host, port), timeout)
+        except TimeoutError as err:
+            raise httpx.ConnectTimeout(str(err)) from None
+        except OSError as err:
+            raise httpx.ConnectError(str(err)) from None
+        try:
+            sock.setsockopt(*model_connection.NODELAY)
+            if scheme == "https":
+                sock = tls.wrap_socket(sock, server_hostname=host)
+        except TimeoutError as err:
+            sock.close()
+            raise httpx.ConnectTimeout(str(err)) from None
+        except OSError as err:  # ssl.SSLError among them: a certificate refused
+            sock.close()
+            raise httpx.ConnectError(str(err)) from None
+        return cls(sock, timeout)
+
+    def exchange(
+        self, pool: Connections, origin: Origin, method: str, message: bytes, timeout: float | None
+    ) -> Reply:
+        """Send `message` and read the answer's head. _Stale if this reused connection fails
+        before any byte of it (closed either way)."""
+        reused, self.reused = self.reused, True
+        try:
+            if timeout != self.timeout:
+                self.sock.settimeout(timeout)
+                self.timeout = timeout
+            self._send(message)
+            return _read_head(self, pool, origin, method, reused)
+        except BaseException:
+            self.close()
+            raise
+
+    def _send(self, message: bytes) -> None:
+        try:
+            self.sock.sendall(message)
+        except TimeoutError as err:
+            raise httpx.WriteTimeout(str(err)) from None
+        except OSError:
+            # The server may have answered (an error) and closed before reading the whole
+            # request, as httpcore allows: the read tells.
+            pass
+        if model_connection.QUICKACK is not None:
+            with contextlib.suppress(OSError):  # a hint: the read reports a broken connection
+                self.sock.setsockopt(socket.IPPROTO_TCP, model_connection.QUICKACK, 1)
+
+    def recv(self) -> bytes:
+        try:
+            return self.sock.recv(READ_BYTES)
+        except TimeoutError as err:
+            raise httpx.ReadTimeout(str(err)) from None
+        except OSError as err:
+            raise httpx.ReadError(str(err)) from None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _read_head(
+    conn: _Connection, pool: Connections, origin: Origin, method: str, reused: bool
+) -> Reply:
+    buffer = b""
+    while True:
+        end = buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            status, headers = _parse_head(buffer[:end])
+            rest = buffer[end + 4 :]
+            if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+                buffer = rest
+                continue
+            return Reply(pool, origin, conn, method, status, headers, rest)
+        if len(buffer) > MAX_HEAD_BYTES:
+            raise httpx.RemoteProtocolError("the answer's headers are too long")
+        try:
+            data = conn.recv()
+        except httpx.ReadError:
+            if reused and not buffer:
+                raise _Stale() from None
+            raise
+        if not data:
+            if reused and not buffer:
+                raise _Stale()
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        buffer += data
+
+
+def _parse_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
+    status_line, *lines = head.split(b"\r\n")
+    version, _, rest = status_line.partition(b" ")
+    code = rest[:3]
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError("not an HTTP/1.1 answer")
+    headers = []
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise httpx.RemoteProtocolError("a malformed header line in the answer")
+        headers.append((name.lower(), value.strip()))
+    if version == b"HTTP/1.0":
+        headers.append((b":http/1.0", b""))  # read by Reply: no keep-alive unless asked for
+    return int(code), headers
+
+
+class Reply:
+    """An answer whose body is still to be read: the parts of httpx.Response the model call
+    uses (status_code, is_success, headers, iter_bytes, read, text, close)."""
+
+    def __init__(
+        self,
+        pool: Connections,
+        origin: Origin,
+        conn: _Connection,
+        method: str,
+        status: int,
+        raw_headers: list[tuple[bytes, bytes]],
+        rest: bytes,
+    ):
+        self.status_code = status
+        self._raw_headers = raw_headers
+        self._pool, self._origin = pool, origin
+        self._conn: _Connection | None = conn
+        self._rest = rest
+        self._content: bytes | None = None
+        self._complete = False
+        fields = {name: value for name, value in raw_headers}
+        tokens = fields.get(b"connection", b"").lower()
+        self._keep_alive = b"close" not in tokens and (
+            b":http/1.0" not in fields or b"keep-alive" in tokens
+        )
+        self._body = _framing(method, status, fields)
+        self._decode = _decoder(fields.get(b"content-encoding", b""))
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return httpx.Headers([(n, v) for n, v in self._raw_headers if not n.startswith(b":")])
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body, decoded, a piece per network read (that brought any)."""
+        data, self._rest = self._rest, b""
+        while True:
+            if data:
+                piece = self._decode(self._body.feed(data))
+                if piece:
+                    yield piece
+            if self._body.done:
+                self._complete = True
+                return
+            if self._conn is None:
+                raise httpx.StreamClosed()
+            data = self._conn.recv()
+            if not data:
+                if not isinstance(self._body, _UntilClose):
+                    raise httpx.RemoteProtocolError(
+                        "peer closed connection without sending complete message body"
+                    )
+                self._body.done = True
+
+    def read(self) -> bytes:
+        if self._content is None:
+            self._content = b"".join(self.iter_bytes())
+        return self._content
+
+    @property
+    def text(self) -> str:
+        return self.read().decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Back to the pool if the body was read to its end, else the connection is closed."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._complete and self._keep_alive and not isinstance(self._body, _UntilClose):
+            self._pool.put_back(self._origin, conn)
+        else:
+            conn.close()
+
+
+def _framing(method: str, status: int, fields: dict[bytes, bytes]) -> Any:
+    if method == "HEAD" or status in (204, 304):
+        return _Length(0)
+    if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
+        return _Chunked()
+    length = fields.get(b"content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise httpx.RemoteProtocolError("a malformed Content-Length")
+        return _Length(int(length))
+    return _UntilClose()
+
+
+def _decoder(encoding: bytes) -> Any:
+    encoding = encoding.strip().lower()
+    if encoding in (b"", b"identity"):
+        return bytes
+    if encoding in (b"gzip", b"x-gzip"):
+        return _Zlib(zlib.MAX_WBITS | 16).feed
+    if encoding == b"deflate":
+        return _Zlib(zlib.MAX_WBITS).feed
+    raise httpx.DecodingError(f"unsupported content-encoding {encoding.decode('latin-1')!r}")
+
+
+class _Zlib:
+    """gzip, or deflate as servers send it: zlib-wrapped or (some of them) raw."""
+
+    def __init__(self, wbits: int):
+        self._wbits = wbits
+        self._inflate = zlib.decompressobj(wbits)
+        self._started = False
+
+    def feed(self, data: bytes) -> bytes:
+        try:
+            out = self._inflate.decompress(data)
+        except zlib.error:
+            if self._started or self._wbits != zlib.MAX_WBITS:
+                raise httpx.DecodingError("the body could not be decompressed") from None
+            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._inflate.decompress(data)
+        self._started = True
+        return out
+
+
+class _Length:
+    def __init__(self, length: int):
+        self.left = length
+        self.done = length == 0
+
+    def feed(self, data: bytes) -> bytes:
+        piece = data[: self.left]
+        self.left -= len(piece)
+        self.done = self.left == 0
+        return piece
+
+
+class _UntilClose:
+    def __init__(self) -> None:
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+
+class _Chunked:
+    """Transfer-Encoding: chunked, fed as it arrives: the chunks' data, without their framing."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._buffer = b""
+        self._left = 0  # of the current chunk's data
+        self._state = "size"
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._buffer + data if self._buffer else data
+        out = []
+        while not self.done:
+            if self._state == "data":
+                if not buffer:
+                    break
+                piece = buffer[: self._left]
+                out.append(piece)
+                buffer = buffer[len(piece) :]
+                self._left -= len(piece)
+                if self._left:
+                    break
+                self._state = "end"
+                continue
+            if self._state == "end":  # the CRLF after a chunk's data
+                if len(buffer) < 2:
+                    break
+                if buffer[:2] != b"\r\n":
+                    raise httpx.RemoteProtocolError("a malformed chunk in the answer")
+                buffer = buffer[2:]
+                self._state = "size"
+                continue
+            line_end = buffer.find(b"\r\n")
+            if line_end < 0:
+                if len(buffer) > MAX_CHUNK_LINE:
+                    raise httpx.RemoteProtocolError("a malformed chunk in the answer")
+                break
+            line, buffer = buffer[:line_end], buffer[line_end + 2 :]
+            if self._state == "size":
+                self._left = _chunk_size(line)
+                self._state = "data" if self._left else "trailer"
+            elif not line:  # the empty line after the trailer: the body's end
+                self.done = True
+        self._buffer = buffer
+        return b"".join(out)
+
+
+def _chunk_size(line: bytes) -> int:
+    size = line.split(b";", 1)[0].strip()
+    if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
+        raise httpx.RemoteProtocolError("a malformed chunk size in the answer")
+    return int(size, 16)
