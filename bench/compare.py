@@ -4,8 +4,10 @@ the medians and the ratios this/ref. Ratios in one run, since the machine is sha
 
     python bench/compare.py REF [ROUNDS] [SECONDS] [SESSIONS]
 
-REF is any git ref (main, a commit). Each tree runs its own code with this virtualenv's
-packages, measured by this checkout's bench/cpu_per_message.py (the same measure for both):
+REF is any git ref (main, a commit). Each tree runs its own code with the packages its own
+pyproject.toml asks for: this virtualenv's, or, when the ref's dependencies differ from this
+checkout's, a virtualenv built for the ref in the temporary folder (a package added or dropped
+is part of what is compared). Both are measured by this checkout's bench/cpu_per_message.py:
 that script and bench/_common.py are copied into the ref's tree and run from there, since
 _common.py puts its own tree first on the path, and the processes are started from that tree
 (its tests/e2e/deployment.py). The bench prints the tree its processes ran from, and a round
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -53,13 +56,31 @@ def checkout(ref: str, into: Path) -> Path:
     return tree
 
 
-def run(tree: Path, seconds: str, sessions: str) -> dict[str, float]:
+def dependencies(tree: Path) -> list[str]:
+    with open(tree / "pyproject.toml", "rb") as f:
+        return sorted(tomllib.load(f)["project"]["dependencies"])
+
+
+def python_for(tree: Path, into: Path) -> str:
+    """This virtualenv's Python if `tree` asks for the packages this checkout does, else that of
+    a virtualenv with the tree's own (its code still runs from the tree: PYTHONPATH)."""
+    if dependencies(tree) == dependencies(HERE):
+        return sys.executable
+    venv = into / "venv"
+    print(f"{tree.name}'s dependencies differ from this checkout's: a virtualenv of its own")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, *dependencies(tree)], check=True)
+    return str(venv / "bin" / "python")
+
+
+def run(tree: Path, python: str, seconds: str, sessions: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     for script in MEASURE:
         if tree != HERE:
             shutil.copy(HERE / "bench" / script, tree / "bench" / script)
     out = subprocess.run(
-        [sys.executable, str(tree / "bench" / "cpu_per_message.py"), seconds, sessions],
+        [python, str(tree / "bench" / "cpu_per_message.py"), seconds, sessions],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -82,11 +103,12 @@ def run(tree: Path, seconds: str, sessions: str) -> dict[str, float]:
 def main(ref: str, rounds: int, seconds: str, sessions: str) -> None:
     with tempfile.TemporaryDirectory(prefix="mini-n8n-compare-") as tmp:
         trees = {ref: checkout(ref, Path(tmp)), "this": HERE}
+        pythons = {name: python_for(tree, Path(tmp)) for name, tree in trees.items()}
         results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for i in range(rounds):
             order = list(trees) if i % 2 == 0 else list(reversed(trees))
             for name in order:
-                figures = run(trees[name], seconds, sessions)
+                figures = run(trees[name], pythons[name], seconds, sessions)
                 results[name].append(figures)
                 shown = "  ".join(f"{k} {v:g}" for k, v in figures.items())
                 print(f"round {i + 1} {name:>8}: {shown}", flush=True)
