@@ -22,6 +22,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,9 @@ from engine import model_connection
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers beyond this are not an answer we read
 MAX_CHUNK_LINE = 4096
 READ_BYTES = 65536
+# An idle connection older than this is closed rather than reused (httpx's default): a server or
+# a NAT may have dropped it without a word, and a request on it would wait for the read timeout.
+KEEPALIVE_EXPIRY = 5.0
 Origin = tuple[str, str, int]  # scheme, host, port
 _SAFE = "/?=&%:@!$'()*+,;~-._"  # what a URL's path and query keep as they are (the rest: %XX)
 
@@ -51,7 +55,7 @@ class Connections:
         headers: list[tuple[bytes, bytes]],
         timeout: float | None,
         tls: ssl.SSLContext,
-        max_idle: int = 8,
+        max_idle: int = 100,
     ):
         self._headers = b"".join(b"%s: %s\r\n" % (name, value) for name, value in headers)
         self._timeout = timeout
@@ -116,17 +120,20 @@ class Connections:
         return (scheme, host, port), head + self._headers
 
     def _take(self, origin: Origin) -> _Connection | None:
+        """The connection idle the shortest time (the others may expire), if it is still open."""
         while True:
             with self._lock:
                 idle = self._idle.get(origin)
                 if not idle:
                     return None
                 conn = idle.pop()
-            if not model_connection._readable_now(conn.sock):
+            fresh = time.monotonic() - conn.idle_since < KEEPALIVE_EXPIRY
+            if fresh and not model_connection._readable_now(conn.sock):
                 return conn
             conn.close()  # the server closed it (or sent what nobody asked for) while idle
 
     def put_back(self, origin: Origin, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
         with self._lock:
             idle = self._idle.setdefault(origin, [])
             if len(idle) < self._max_idle:
@@ -143,12 +150,13 @@ class Connections:
 
 
 class _Connection:
-    __slots__ = ("sock", "timeout", "reused")
+    __slots__ = ("sock", "timeout", "reused", "idle_since")
 
     def __init__(self, sock: socket.socket, timeout: float | None):
         self.sock = sock
         self.timeout = timeout
         self.reused = False
+        self.idle_since = 0.0
 
     @classmethod
     def open(cls, origin: Origin, timeout: float | None, tls: ssl.SSLContext) -> _Connection:

@@ -237,13 +237,16 @@ class OpenAiChatModel:
 _CLIENTS: dict[tuple, _ModelClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 MAX_CLIENTS = 16  # distinct endpoints/keys per process; beyond that the oldest client is dropped
-# As many connections as the openai SDK allowed: a worker streams many answers at once. Idle
-# ones kept for reuse are fewer than its 100: httpcore's pool polls every idle connection's
+# httpx's, where a proxy is configured: as many connections as the openai SDK allowed, a worker
+# streams many answers at once. Idle ones kept for reuse are fewer than its 100: httpcore's pool polls every idle connection's
 # socket on each request and each release, which under gevent cost more CPU with 25 idle
 # connections than opening new local ones did (32 concurrent answers, issue 14); 8 keep most
 # of the reuse (no TCP and TLS handshake) at about the CPU of no reuse.
-MAX_IDLE = 8
-LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=MAX_IDLE)
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=8)
+# The client's own connections (engine/model_http.py) are taken without looking at the others:
+# as many kept as the openai SDK keeps. With 8, a worker answering 32 chats at once closed and
+# opened connections all the time, and a server's full listen queue cost a new one a second.
+MAX_IDLE = 100
 _TLS: list[Any] = []  # the process's one TLS context, built once (loading CAs takes a while)
 
 

@@ -241,6 +241,32 @@ def test_an_idle_connection_the_server_closed_is_not_reused():
         assert server.connections == 2 and len(server.requests) == 2
 
 
+def test_a_connection_idle_past_the_keepalive_expiry_is_not_reused(monkeypatch):
+    with serving(reply_with(*[ok(b"hi", b"Content-Length: 2")] * 3)) as server:
+        connections = client()
+        body_of(connections, server.url)
+        body_of(connections, server.url)
+        assert server.connections == 1
+        monkeypatch.setattr(model_http, "KEEPALIVE_EXPIRY", 0.0)
+        body_of(connections, server.url)
+        assert server.connections == 2
+
+
+def test_many_answers_at_once_keep_their_connections():
+    """32 calls at once, then 32 again: the second round reuses the first's connections (a
+    worker answering many chats must not close and open connections all the time)."""
+    with serving(
+        lambda conn, request: conn.sendall(ok(b"hi", b"Content-Length: 2")) or True
+    ) as server:
+        connections = client()
+        for _ in range(2):
+            replies = [connections.request("POST", server.url, b"{}") for _ in range(32)]
+            for reply in replies:
+                assert reply.read() == b"hi"
+                reply.close()
+        assert server.connections == 32 and len(server.requests) == 64
+
+
 def test_a_kept_connection_dropped_as_the_request_came_is_replaced_once():
     first = threading.Event()
 
