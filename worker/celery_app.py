@@ -63,6 +63,12 @@ def create_celery(settings: Settings | None = None) -> Celery:
         # the workers' reapers end the execution anyway (core/executions.py). A worker that
         # stops warm still puts back what it had received and not started, from memory.
         broker_transport_options={"ack_emulation": False},
+        # No AMQP heartbeats (RabbitMQ; the Redis transport has none). With them on, Celery's
+        # loop for gevent workers drains its event connection for up to 0.1 s after each read of
+        # the task connection (celery/worker/loops.py `_quick_drain`): every task waited about
+        # 100 ms before its worker took it, about 10 tasks per second per worker. A dead peer is
+        # still noticed: py-amqp's sockets keep TCP keepalive and TCP_USER_TIMEOUT on.
+        broker_heartbeat=0,
     )
     app.settings = settings
     app.runtime = None
