@@ -14,8 +14,10 @@ So each connection of ours
 - once the request is out, leaves delayed-ACK mode (TCP_QUICKACK, Linux), so the answer is
   ACKed as it is read and such a server sends its next piece at once.
 
-It is an httpcore network backend around httpcore's own sockets (gevent's when monkey-patched),
-so connecting, TLS and timeouts stay httpcore's.
+The model client's own connections (engine/model_http.py) do all of this on their sockets with
+the constants and the look below. For httpx's connections (where a proxy is configured and
+NO_PROXY names the host) it is an httpcore network backend around httpcore's own sockets (gevent's
+when monkey-patched), so connecting, TLS and timeouts stay httpcore's.
 """
 
 from __future__ import annotations

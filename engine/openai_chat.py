@@ -2,7 +2,8 @@
 the part of the OpenAI Chat Model node (engine/nodes/lm_chat_openai.py) that talks to the server.
 
 The model always streams: text pieces go to the Agent's `on_token` as they arrive, tool calls are
-reassembled from their pieces by index. The HTTP client (httpx) blocks in socket reads, so a
+reassembled from their pieces by index. The HTTP client (connections of our own,
+engine/model_http.py, or httpx where a proxy is configured) blocks in socket reads, so a
 background pump (a greenlet under gevent) reads the stream into a queue and the caller waits on
 the queue in short slices: a stop is noticed within POLL seconds, even before the first byte.
 
