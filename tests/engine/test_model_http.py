@@ -30,7 +30,8 @@ class ScriptedServer:
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1/chat/completions"
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1/chat/completions"
         self.connections = 0
         self.requests: list[bytes] = []
         self.open: list[socket.socket] = []
@@ -165,7 +166,7 @@ def test_bodies_framed_by_chunks_by_length_and_by_the_connections_end():
         assert reply.read() == b"until the end"
         reply.close()
         assert server.connections == 1  # the first two answers shared the connection
-        assert connections.idle(("http", "127.0.0.1", int(server.url.split(":")[2][:5]))) == 0
+        assert connections.idle(("http", "127.0.0.1", server.port)) == 0
 
 
 def test_a_body_is_handed_on_a_piece_per_network_read():
@@ -217,7 +218,7 @@ def test_an_interim_answer_is_skipped():
 def test_a_request_is_one_write_with_the_host_the_headers_and_the_body():
     with serving(reply_with(ok(b"", b"Content-Length: 0"))) as server:
         body_of(client(), server.url, b'{"model": "m"}')
-    port = server.url.split(":")[2].split("/")[0]
+    port = str(server.port)
     assert server.requests == [
         b"POST /v1/chat/completions HTTP/1.1\r\n"
         b"Host: 127.0.0.1:" + port.encode() + b"\r\n"
@@ -299,7 +300,7 @@ def test_a_body_not_read_to_its_end_closes_its_connection():
         connections = client()
         reply = connections.request("POST", server.url, b"{}")
         reply.close()
-        assert connections.idle(("http", "127.0.0.1", int(server.url.split(":")[2][:5]))) == 0
+        assert connections.idle(("http", "127.0.0.1", server.port)) == 0
 
 
 # --- failures, as httpx tells them -------------------------------------------------------------------
