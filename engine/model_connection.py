@@ -117,11 +117,11 @@ class Stream(httpcore.NetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable" and poll is not None:
-            return _readable_now(self._stream.get_extra_info("socket"))
+            return readable_now(self._stream.get_extra_info("socket"))
         return self._stream.get_extra_info(info)
 
 
-def _readable_now(sock: Any) -> bool:
+def readable_now(sock: Any) -> bool:
     """httpcore's is_socket_readable with our poll: data or an end waiting to be
     read (an idle connection the server closed); a socket that is gone counts as readable."""
     fd = -1 if sock is None else sock.fileno()

@@ -75,14 +75,11 @@ class Connections:
         message = b"%s%s\r\n%s" % (head, length, body or b"")
         timeout = self._timeout if timeout is None else timeout
         while True:
-            conn = self._take(origin)
-            if conn is None:
-                conn = _Connection.open(origin, timeout, self._tls)
-                return conn.exchange(self, origin, method, message, timeout)
+            conn = self._take(origin) or _Connection.open(origin, timeout, self._tls)
             try:
                 return conn.exchange(self, origin, method, message, timeout)
-            except _Stale:
-                continue  # closed; the next idle one, or a new connection
+            except _Stale:  # a kept one only, closed now: the next idle one, or a new one
+                continue
 
     def idle(self, origin: Origin) -> int:
         with self._lock:
@@ -128,7 +125,7 @@ class Connections:
                     return None
                 conn = idle.pop()
             fresh = time.monotonic() - conn.idle_since < KEEPALIVE_EXPIRY
-            if fresh and not model_connection._readable_now(conn.sock):
+            if fresh and not model_connection.readable_now(conn.sock):
                 return conn
             conn.close()  # the server closed it (or sent what nobody asked for) while idle
 
@@ -228,12 +225,12 @@ def _read_head(
     while True:
         end = buffer.find(b"\r\n\r\n")
         if end >= 0:
-            status, headers = _parse_head(buffer[:end])
+            status, http10, headers = _parse_head(buffer[:end])
             rest = buffer[end + 4 :]
             if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
                 buffer = rest
                 continue
-            return Reply(pool, origin, conn, method, status, headers, rest)
+            return Reply(pool, origin, conn, method, status, http10, headers, rest)
         if len(buffer) > MAX_HEAD_BYTES:
             raise httpx.RemoteProtocolError("the answer's headers are too long")
         try:
@@ -249,7 +246,8 @@ def _read_head(
         buffer += data
 
 
-def _parse_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
+def _parse_head(head: bytes) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
+    """The status, whether the answer is HTTP/1.0, and the headers (names in lower case)."""
     status_line, *lines = head.split(b"\r\n")
     version, _, rest = status_line.partition(b" ")
     code = rest[:3]
@@ -261,9 +259,7 @@ def _parse_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
         if not colon or not name or name != name.strip():
             raise httpx.RemoteProtocolError("a malformed header line in the answer")
         headers.append((name.lower(), value.strip()))
-    if version == b"HTTP/1.0":
-        headers.append((b":http/1.0", b""))  # read by Reply: no keep-alive unless asked for
-    return int(code), headers
+    return int(code), version == b"HTTP/1.0", headers
 
 
 class Reply:
@@ -277,6 +273,7 @@ class Reply:
         conn: _Connection,
         method: str,
         status: int,
+        http10: bool,
         raw_headers: list[tuple[bytes, bytes]],
         rest: bytes,
     ):
@@ -288,11 +285,15 @@ class Reply:
         self._content: bytes | None = None
         self._complete = False
         fields = {name: value for name, value in raw_headers}
-        tokens = fields.get(b"connection", b"").lower()
-        self._keep_alive = b"close" not in tokens and (
-            b":http/1.0" not in fields or b"keep-alive" in tokens
-        )
         self._body = _framing(method, status, fields)
+        # Kept for the next request: a body with an end of its own, and a server that keeps
+        # the connection (HTTP/1.1 unless it says close; HTTP/1.0 only if it says keep-alive).
+        tokens = fields.get(b"connection", b"").lower()
+        self._keep_alive = (
+            not isinstance(self._body, _UntilClose)
+            and b"close" not in tokens
+            and (not http10 or b"keep-alive" in tokens)
+        )
         self._decode = _decoder(fields.get(b"content-encoding", b""))
 
     @property
@@ -301,7 +302,7 @@ class Reply:
 
     @property
     def headers(self) -> httpx.Headers:
-        return httpx.Headers([(n, v) for n, v in self._raw_headers if not n.startswith(b":")])
+        return httpx.Headers(self._raw_headers)
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body, decoded, a piece per network read (that brought any)."""
@@ -338,7 +339,7 @@ class Reply:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._complete and self._keep_alive and not isinstance(self._body, _UntilClose):
+        if self._complete and self._keep_alive:
             self._pool.put_back(self._origin, conn)
         else:
             conn.close()
