@@ -70,41 +70,70 @@ def _amqp_ready(url: str) -> bool:
         return False
 
 
+class RabbitMQNode:
+    """A RabbitMQ node of our own (its own node name, ports, database and Erlang cookie), which
+    can be killed and started again on the same port. Not the machine's own broker, if it has
+    one: the suite must not depend on it."""
+
+    def __init__(self, workdir: Path):
+        assert os.path.exists(RABBITMQ_SERVER), (
+            "rabbitmq-server is not installed: run scripts/ensure-rabbitmq "
+            "(as root it installs Debian's rabbitmq-server package with apt-get)"
+        )
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "enabled_plugins").write_text("[].\n")  # no management plugin: a faster boot
+        self.workdir = workdir
+        port = free_port()
+        self.env = {
+            **os.environ,
+            "HOME": str(workdir),  # the Erlang cookie is made there, not in the user's home
+            "RABBITMQ_NODENAME": f"mn8n{uuid.uuid4().hex[:8]}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(port),
+            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(workdir / "log"),
+            "RABBITMQ_PID_FILE": str(workdir / "pid"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
+            "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),  # absent: the defaults
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
+        }
+        # guest/guest is allowed from loopback only, which is where the deployment connects from.
+        self.url = f"amqp://guest:guest@127.0.0.1:{port}//"
+        self.server: Server | None = None
+
+    def start(self) -> RabbitMQNode:
+        log = self.workdir / "rabbitmq.out"
+        server = self.server = Server("rabbitmq", [RABBITMQ_SERVER], self.env, log, self.workdir)
+        wait_until(
+            lambda: server.alive() and _amqp_ready(self.url),
+            START_TIMEOUT,
+            "RabbitMQ to accept AMQP",
+        )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL to the node's whole process group: its connections end with the process."""
+        if self.server is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.server.proc.pid, signal.SIGKILL)
+            self.server.proc.wait()
+            self.server = None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
 @contextlib.contextmanager
 def rabbitmq(workdir: Path) -> Iterator[str]:
-    """A RabbitMQ node of our own (its own node name, ports, database and Erlang cookie): its
-    amqp:// URL. Not the machine's own broker, if it has one: the suite must not depend on it."""
-    assert os.path.exists(RABBITMQ_SERVER), (
-        "rabbitmq-server is not installed: run scripts/ensure-rabbitmq "
-        "(as root it installs Debian's rabbitmq-server package with apt-get)"
-    )
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "enabled_plugins").write_text("[].\n")  # no management plugin: a faster boot
-    port = free_port()
-    env = {
-        **os.environ,
-        "HOME": str(workdir),  # the Erlang cookie is made there, not in the user's home
-        "RABBITMQ_NODENAME": f"mn8n{uuid.uuid4().hex[:8]}@localhost",
-        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(port),
-        "RABBITMQ_DIST_PORT": str(free_port()),
-        "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
-        "RABBITMQ_LOG_BASE": str(workdir / "log"),
-        "RABBITMQ_PID_FILE": str(workdir / "pid"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
-        "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),  # absent: the defaults
-        "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
-    }
-    server = Server("rabbitmq", [RABBITMQ_SERVER], env, workdir / "rabbitmq.out", cwd=workdir)
-    # guest/guest is allowed from loopback only, which is where the deployment connects from.
-    url = f"amqp://guest:guest@127.0.0.1:{port}//"
+    """A RabbitMQ node of our own, started: its amqp:// URL."""
+    node = RabbitMQNode(workdir)
     try:
-        wait_until(
-            lambda: server.alive() and _amqp_ready(url), START_TIMEOUT, "RabbitMQ to accept AMQP"
-        )
-        yield url
+        yield node.start().url
     finally:
-        server.stop()
+        node.stop()
 
 
 # --- nginx ------------------------------------------------------------------------------------

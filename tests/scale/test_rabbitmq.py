@@ -11,7 +11,7 @@ import pytest
 from core.liveness import lost_within
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
-from tests.scale.servers import kill_worker_mid_stream, rabbitmq
+from tests.scale.servers import RabbitMQNode, kill_worker_mid_stream, rabbitmq
 from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example, with_model_delay
 
 LEASE_SECONDS = 2
@@ -100,3 +100,26 @@ def test_no_broker_data_lands_in_redis(on_rabbitmq):
     broker_keys += [k for k in keys if k.startswith(prefix) and k.endswith(("qa", "qb", "qv"))]
     assert broker_keys == []
     assert any(k.startswith(prefix) for k in keys)  # ours are there
+
+
+def test_a_broker_killed_and_started_again_serves_the_next_message(redis_url, tmp_path):
+    """AMQP heartbeats are off (worker/celery_app.py): a broker that dies is noticed by its
+    connections ending. Killed (SIGKILL) and started again on the same port, the next message
+    is answered by the same api and worker, which connect again on their own."""
+    node = RabbitMQNode(tmp_path / "rabbitmq").start()
+    try:
+        with Deployment.running(redis_url, CELERY_BROKER_URL=node.url) as deploy:
+            workflow = deploy.activate(fresh_ids(example(SIMPLE_CHAT)))
+            url = chat_url(deploy.base, workflow)
+            first = stream_chat(url, "What is 6 * 7?", "rmq-restart-1")
+            assert first.text() == "Based on the tools: Calculator returned 42."
+            node.kill()
+            node.start()
+            reply = stream_chat(url, "What is 6 * 7?", "rmq-restart-2")
+            assert reply.status == 200
+            assert reply.text() == "Based on the tools: Calculator returned 42."
+            record = deploy.execution(reply.headers["x-execution-id"])
+            assert record["status"] == "success"
+            assert record["worker"]["pid"] == deploy.worker.pid
+    finally:
+        node.stop()
