@@ -76,7 +76,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
     # Not shared: a shared task joins every app built later in the process, still bound to
     # the app (and runtime) that defined it first.
-    @app.task(name=TASK_NAME, shared=False)
+    @app.task(name=TASK_NAME, shared=False, Strategy="worker.task_strategy:lean")
     def run_execution(payload: dict) -> str:
         # The task id is the execution id (api/launcher.py); the record says so too, and is
         # what an older message without that id carries.
