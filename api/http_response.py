@@ -6,7 +6,9 @@ wakes the client. Here the headers wait for the first body bytes that follow the
 `write` (gunicorn sends headers only once the body's first bytes are there anyway, so nothing is
 later), and a chunked body's end goes out with headers still held; the chunks are framed as
 gunicorn frames them. An empty write (an app's way to send its headers early) and what sends
-headers outside `write` (a file sent with sendfile) send them at once, as before.
+headers outside `write` (a file sent with sendfile) send them at once, as before. A body piece
+the app marks as its last (`Last`) goes out with a chunked body's end, in one write: a streamed
+answer's final line and the end the client waits for reach it together.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 from gunicorn.http import wsgi
+
+
+class Last(bytes):
+    """A body's last bytes: nothing follows them, so a chunked body's end goes in their write."""
+
+    __slots__ = ()
+
+
+_END = b"0\r\n\r\n"  # a chunked body's end
 
 
 class _Kept:
@@ -32,6 +43,7 @@ class Response(wsgi.Response):
     sock: Any  # gunicorn's, set in its __init__
     _holding = False  # inside `write`: headers may wait for the body bytes that follow
     _held = b""
+    _ended = False  # a chunked body's end went out with its Last bytes
 
     def write(self, arg: bytes) -> None:
         self._holding = not self.headers_sent
@@ -55,14 +67,22 @@ class Response(wsgi.Response):
             self._held, self.sock = kept.data, sock
 
     def _emit_body(self, data: bytes) -> None:
-        if not self._held:
+        if self._ended:
+            return  # nothing may follow a chunked body's end on the wire
+        last = isinstance(data, Last) and self.chunked
+        if not self._held and not last:
             return super()._emit_body(data)
         held, self._held = self._held, b""
         if self.chunked:
             data = b"%X\r\n%s\r\n" % (len(data), data)
+        if last:
+            data += _END
+            self._ended = True
         self.sock.sendall(held + data)
 
     def close(self) -> None:
+        if self._ended:
+            return
         if not self.headers_sent:  # no body bytes at all: headers and end in one write
             self._holding = True
             try:
@@ -73,7 +93,7 @@ class Response(wsgi.Response):
         if not held:
             return super().close()
         # Headers still held: a body that was empty, or one no bytes of may be sent (HEAD).
-        self.sock.sendall(held + (b"0\r\n\r\n" if self.chunked else b""))
+        self.sock.sendall(held + (_END if self.chunked else b""))
 
 
 def install() -> bool:

@@ -23,6 +23,7 @@ import redis
 from flask import Response, current_app, jsonify, request
 
 from api import metrics
+from api.http_response import Last
 from api.launcher import Launch
 from api.liveness import LivenessChecks
 from api.relay import Stream
@@ -203,7 +204,9 @@ def _ndjson(outcome: Outcome, arrived: float, stop_on_disconnect: bool = False) 
                 if event is not None:
                     texts.append((lines.text(event), False))
             if any(text for text, _ in texts):
-                yield "".join(text for text, _ in texts).encode()
+                piece = "".join(text for text, _ in texts).encode()
+                # The end's line goes out with the HTTP body's end (api/http_response.py).
+                yield Last(piece) if lines.finished else piece
                 for text, keepalive in texts:
                     if text:
                         meter.sent(text, keepalive)

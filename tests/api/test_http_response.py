@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from gunicorn.http import wsgi
 
-from api.http_response import Response
+from api.http_response import Last, Response
 
 
 class Socket:
@@ -50,7 +50,12 @@ JSON = [("Content-Type", "application/json"), ("Content-Length", "11")]
         ("POST", STREAM, [b'{"a":1}\n{"b":2}\n'], 2, 3),
         ("POST", STREAM, [], 1, 2),  # headers and the chunked end at once
         ("POST", STREAM, [b"", b"x"], 3, 3),  # an empty write sends the headers at once
+        # The body's last piece and the chunked end in one write.
+        ("POST", STREAM, [b'{"type":"begin"}\n', Last(b'{"type":"end"}\n')], 2, 4),
+        ("POST", STREAM, [Last(b'{"a":1}\n{"b":2}\n')], 1, 3),  # headers, body and end at once
+        ("POST", STREAM, [b"x", Last(b"")], 2, 3),  # an empty last piece: the end as before
         ("GET", JSON, [b'{"ok":true}'], 1, 2),
+        ("GET", JSON, [Last(b'{"ok":true}')], 1, 2),  # a length, not chunks: nothing to end
         ("HEAD", JSON, [b'{"ok":true}'], 1, 1),
     ],
 )
