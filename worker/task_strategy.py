@@ -26,12 +26,9 @@ from typing import Any
 
 import orjson
 
-# Celery's own loggers and formats: a task's lines read and route as they always did.
+# Celery's own loggers (and, in `lean`, its formats): a task's lines read and route as always.
 _strategy_log = logging.getLogger("celery.worker.strategy")
 _trace_log = logging.getLogger("celery.app.trace")
-LOG_RECEIVED = "Task %(name)s[%(id)s] received"
-LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s"
-LOG_FAILURE = "Task %(name)s[%(id)s] raised unexpected: %(exc)r"
 _EMBED_KEYS = ("callbacks", "errbacks", "chain", "chord")
 
 
@@ -108,6 +105,7 @@ class LeanRequest:
 def lean(task, app, consumer, **kwargs):
     """The strategy factory (`Task.Strategy`): Celery calls it once per consumer start."""
     from celery import signals
+    from celery.app.trace import LOG_FAILURE, LOG_RECEIVED, LOG_SUCCESS
     from celery.worker import state as worker_state
     from celery.worker.strategy import default
 
@@ -172,7 +170,12 @@ def lean(task, app, consumer, **kwargs):
             result = run(*request.args)
         except BaseException as exc:
             worker_state.task_ready(request)
-            context = {"id": request.id, "name": request.name, "exc": exc}
+            context: dict[str, Any] = {
+                "id": request.id,
+                "name": request.name,
+                "description": "raised unexpected",
+                "exc": repr(exc),
+            }
             _trace_log.error(LOG_FAILURE, context, exc_info=True, extra={"data": context})
             if not isinstance(exc, Exception):
                 raise  # GreenletExit (a terminate), a KeyboardInterrupt: the greenlet ends
