@@ -5,6 +5,8 @@ sets (a countdown) is handled by Celery's strategy as before. Real api, worker a
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
 import time
@@ -135,3 +137,24 @@ def test_a_task_sent_with_a_countdown_runs_after_it(deploy, control):
     assert time.monotonic() - sent >= 1.0
     (line,) = [deploy.worker.lines[i] for i in lines_with(deploy, f"[{execution_id}] succeeded")]
     assert line.rstrip().endswith("'dropped'")  # never recorded: nothing to run
+
+
+def test_a_task_whose_payload_is_refused_is_logged_as_failed_and_the_worker_goes_on(deploy):
+    execution_id = "badpayload0000001"
+    queue = deploy.env["MINI_N8N_TASK_QUEUE"]
+    message = json.loads(redis_message(payload(execution_id), queue))
+    body = json.loads(base64.b64decode(message["body"]))
+    del body[0][0]["workflowRef"]  # no workflow named: the runtime refuses it before any claim
+    message["body"] = base64.b64encode(json.dumps(body).encode()).decode()
+    deploy.redis.lpush(queue, json.dumps(message))
+    failed = wait_until(
+        lambda: lines_with(deploy, f"{TASK_NAME}[{execution_id}] raised unexpected: PayloadError"),
+        TIMEOUT,
+        "the worker's line that the task failed",
+    )
+    assert len(failed) == 1
+    assert lines_with(deploy, f"[{execution_id}] succeeded") == []
+
+    workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
+    reply = stream_chat(chat_url(deploy.base, workflow), "What is 6 * 7?", "s-after-bad")
+    assert reply.status == 200 and "42" in reply.text()
