@@ -29,6 +29,7 @@ class TaskSender:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._running = False  # not Thread.is_alive(): under gevent it switches to the hub
 
     def send(self, payload: TaskPayload) -> None:
         self.call(lambda: self._send(payload))
@@ -45,11 +46,19 @@ class TaskSender:
 
     def _ensure_thread(self) -> None:
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
+            if not self._running:
+                self._running = True
                 self._thread = threading.Thread(target=self._run, name="task-sender", daemon=True)
                 self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:  # killed (a BaseException): the next send starts another
+            with self._lock:
+                self._running = False
+
+    def _serve(self) -> None:
         while True:
             job = self._jobs.get()
             try:

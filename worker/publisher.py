@@ -78,6 +78,7 @@ class Outbox:
         self._pending: OrderedDict[str, list[Event | _Chunk | _Flush]] = OrderedDict()  # in order
         self._seq: dict[str, int] = {}
         self._thread: threading.Thread | None = None
+        self._running = False  # the thread is in its loop: set by _put, cleared as it leaves
         self._busy = False
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
@@ -115,14 +116,24 @@ class Outbox:
     def _put(self, channel: str, event: Event | _Chunk | _Flush) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
-            if self._thread is None or not self._thread.is_alive():
+            if not self._running:
                 # Started on first use, and again should it ever have died: one bad message
-                # must not silence every execution of this worker.
+                # must not silence every execution of this worker. A flag of its own, not
+                # Thread.is_alive(): under gevent that call switches to the hub and back, on
+                # every chunk, letting whatever is ready run before the caller goes on.
+                self._running = True
                 self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
                 self._thread.start()
         self._wake.set()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:  # killed (a BaseException): the next event starts another
+            with self._lock:
+                self._running = False
+
+    def _serve(self) -> None:
         while True:
             self._wake.wait()
             self._wake.clear()

@@ -5,14 +5,20 @@ when everything before it is out, and the final event is numbered after it."""
 from __future__ import annotations
 
 import json
-import threading
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import redis
 
 from core.execution_record import Status
 from core.results import FinalResult
 from worker import publisher
 from worker.publisher import Outbox
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _subscriber(redis_url: str, channel: str):
@@ -124,16 +130,30 @@ def test_a_batch_redis_refuses_past_the_bound_is_dropped_and_the_flush_ends(
     assert "dropped" in caplog.text
 
 
+class _Killed(BaseException):
+    """What only kills a thread: its loop goes on after any Exception."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the kill
 def test_a_dead_publisher_thread_is_started_again(redis_url, redis_client):
     pubsub = _subscriber(redis_url, "c3")
     outbox = Outbox(redis_client)
-    dead = threading.Thread(target=lambda: None)
-    dead.start()
-    dead.join()
-    outbox._thread = dead  # as if it had died
+    send = outbox._send
+
+    def dying(publishes):
+        outbox._send = send
+        raise _Killed()
+
+    outbox._send = dying
+    outbox.chunk("c3", {"type": "item", "content": "lost"})
+    assert outbox.flush("c3").wait(5)  # the dying batch's waiters go on
+    dead = outbox._thread
+    assert dead is not None
+    dead.join(5)
+    assert not dead.is_alive()
     outbox.chunk("c3", {"type": "item", "content": "x"})
     assert outbox.flush("c3").wait(5)
-    assert _messages(pubsub, 1)[0]["s"] == 0
+    assert _messages(pubsub, 1)[0]["lines"] == '{"type":"item","content":"x"}\n'
     assert outbox._thread is not dead and outbox._thread.is_alive()
 
 
@@ -157,3 +177,35 @@ def test_a_publish_redis_refuses_is_logged_not_dropped_in_silence(
         assert _messages(pubsub, 1)[0]["lines"] == '{"type":"item","content":"y"}\n'
     finally:
         redis_client.acl_deluser(user)
+
+
+GEVENT_HANDOVER = """
+from gevent import monkey; monkey.patch_all()
+import sys, greenlet, redis
+from worker.publisher import Outbox
+
+outbox = Outbox(redis.Redis.from_url(sys.argv[1]))
+outbox.chunk("c8", {"type": "begin"})  # starts the outbox's thread (a greenlet)
+assert outbox.flush("c8").wait(5)
+switches = []
+greenlet.settrace(lambda event, args: switches.append(event))
+for token in ("a", "b", "c"):
+    outbox.chunk("c8", {"type": "item", "content": token})
+greenlet.settrace(None)
+assert switches == [], switches
+assert outbox.flush("c8").wait(5)
+"""
+
+
+def test_under_gevent_handing_a_chunk_over_lets_nothing_else_run_first(redis_url):
+    """The execution goes on with its tokens (and its model request) before the outbox or a
+    worker's broker read get a turn: Thread.is_alive() switched to the hub on every chunk."""
+    done = subprocess.run(
+        [sys.executable, "-c", GEVENT_HANDOVER, redis_url],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
