@@ -70,10 +70,32 @@ class Connections:
     ) -> Reply:
         """Send the request and read the answer's status and headers; the body is the
         Reply's to read (close it)."""
+        origin, message, timeout = self._message(method, url, body, timeout)
+        return self._exchange(origin, method, message, timeout)
+
+    def send(
+        self, method: str, url: str, body: bytes | None = None, timeout: float | None = None
+    ) -> Sent | None:
+        """Send the request now on a kept connection, if one is idle (a write that does not
+        wait), and leave its answer to `Sent.reply`; None when there is none to take (a new
+        connection would wait for its handshake: `request` opens it)."""
+        origin, message, timeout = self._message(method, url, body, timeout)
+        conn = self._take(origin)
+        if conn is None:
+            return None
+        return Sent(self, origin, conn, method, message, timeout)
+
+    def _message(
+        self, method: str, url: str, body: bytes | None, timeout: float | None
+    ) -> tuple[Origin, bytes, float | None]:
         origin, head = self._route(method, url)
         length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
         message = b"%s%s\r\n%s" % (head, length, body or b"")
-        timeout = self._timeout if timeout is None else timeout
+        return origin, message, self._timeout if timeout is None else timeout
+
+    def _exchange(
+        self, origin: Origin, method: str, message: bytes, timeout: float | None
+    ) -> Reply:
         while True:
             conn = self._take(origin) or _Connection.open(origin, timeout, self._tls)
             try:
@@ -181,12 +203,26 @@ class _Connection:
     ) -> Reply:
         """Send `message` and read the answer's head. _Stale if this reused connection fails
         before any byte of it (closed either way)."""
+        reused = self.send(message, timeout)
+        return self.answer(pool, origin, method, reused)
+
+    def send(self, message: bytes, timeout: float | None) -> bool:
+        """Write `message`; whether the connection served a request before (closed if the write
+        raises)."""
         reused, self.reused = self.reused, True
         try:
             if timeout != self.timeout:
                 self.sock.settimeout(timeout)
                 self.timeout = timeout
             self._send(message)
+        except BaseException:
+            self.close()
+            raise
+        return reused
+
+    def answer(self, pool: Connections, origin: Origin, method: str, reused: bool) -> Reply:
+        """The head of the answer to what `send` wrote (_Stale as `exchange` says)."""
+        try:
             return _read_head(self, pool, origin, method, reused)
         except BaseException:
             self.close()
@@ -216,6 +252,37 @@ class _Connection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+class Sent:
+    """A request written on a kept connection whose answer is still to come (`reply`)."""
+
+    __slots__ = ("_pool", "_origin", "_conn", "_method", "_message", "_timeout", "_reused",
+                 "_error")  # fmt: skip
+
+    def __init__(self, pool: Connections, origin: Origin, conn: _Connection, method: str,
+                 message: bytes, timeout: float | None):  # fmt: skip
+        self._pool, self._origin, self._conn, self._method = pool, origin, conn, method
+        self._message, self._timeout = message, timeout
+        self._reused, self._error = True, None
+        try:
+            self._reused = conn.send(message, timeout)
+        except Exception as err:  # told by `reply`, where `request` would have raised it
+            self._error = err
+
+    def reply(self) -> Reply:
+        """The answer's status and headers, as `Connections.request` gives them: a kept
+        connection the server had let go is replaced once, the request written again."""
+        if self._error is not None:
+            raise self._error
+        try:
+            return self._conn.answer(self._pool, self._origin, self._method, self._reused)
+        except _Stale:
+            return self._pool._exchange(self._origin, self._method, self._message, self._timeout)
+
+    def close(self) -> None:
+        """Given up before its answer was read: the connection goes with it."""
+        self._conn.close()
 
 
 def _read_head(

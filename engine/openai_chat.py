@@ -42,7 +42,7 @@ from core import jsontext
 from engine import model_connection, model_http
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
-from engine.services import Spawn, spawn_thread
+from engine.services import Spawn, let_others_run, spawn_thread
 from memory.messages import ChatMessage, ToolCall
 
 log = logging.getLogger(__name__)
@@ -172,8 +172,14 @@ class OpenAiChatModel:
                 if kind == "done":
                     return
                 if kind == "chunks":
+                    told = len(answer.parts)
                     for chunk in value:
                         answer.add(chunk)
+                    if len(answer.parts) > told and not pump.events.empty():
+                        # The tokens just handed on go out (the outbox's publish, a stream's
+                        # write) before the next read's are taken: else, when reads queue up,
+                        # the first token waited for the whole answer and the memory's write.
+                        let_others_run()
                 else:
                     raise self._describe(value, kind, answer.emitted)
         finally:
@@ -334,6 +340,13 @@ class _ModelClient(httpx.Client):
         if self._direct is None:
             return self.send(self.build_request("POST", url, content=content), stream=True)
         return self._direct.request("POST", url, content)
+
+    def post_now(self, url: str, content: bytes) -> model_http.Sent | None:
+        """POST `content` at once, on the short way's kept connection if one is idle (its
+        `reply()` is what post_stream returns); None: post_stream it."""
+        if self._direct is None:
+            return None
+        return self._direct.send("POST", url, content)
 
     def fetch(self, url: str, timeout: float) -> None:
         """GET `url` and read its answer (warm_endpoint: it opens a kept connection)."""
@@ -502,12 +515,35 @@ class _Pump:
         self.events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
         self._answered = False  # the whole answer was read: what is left is the body's end
+        # The request goes out now, on a kept connection, rather than once the reader first
+        # runs: whatever else the caller's wait lets run first (the outbox's begin line, a
+        # worker's next broker read) then happens while the model works, not before it has
+        # the request.
+        self._sent = self._post_now(client, url, payload)
+        self._taken = threading.Lock()
         self._interrupt = spawn(lambda: self._run(client, url, payload))
+
+    @staticmethod
+    def _post_now(client: _ModelClient, url: str, payload: bytes) -> model_http.Sent | None:
+        try:
+            return client.post_now(url, payload)
+        except Exception:  # a failure the reader's own request will meet and tell
+            return None
+
+    def _take_sent(self) -> model_http.Sent | None:
+        with self._taken:
+            sent, self._sent = self._sent, None
+        return sent
 
     def _run(self, client: _ModelClient, url: str, payload: bytes) -> None:
         phase, response = "request", None
         try:
-            response = client.post_stream(url, payload)
+            sent = self._take_sent()
+            if self._stopped.is_set():
+                if sent is not None:
+                    sent.close()
+                return
+            response = sent.reply() if sent is not None else client.post_stream(url, payload)
             if not response.is_success:
                 response.read()
                 raise _StatusError(response.status_code, _error_body(response), response.headers)
@@ -547,6 +583,9 @@ class _Pump:
 
     def stop(self) -> None:
         self._stopped.set()
+        sent = self._take_sent()
+        if sent is not None:  # stopped before the reader took it up
+            sent.close()
         if self._answered:
             return  # let it read the body's end, so its connection can serve the next call
         # A greenlet is interrupted in its socket wait at once and closes the response. A real

@@ -132,6 +132,84 @@ def wait_until_back_in_the_pool(model) -> None:
         time.sleep(0.01)
 
 
+class HeldReader:
+    """A spawn that holds the model call's reader until `release`: what the call does before
+    its reader first runs is what the caller does before it waits."""
+
+    def __init__(self) -> None:
+        self.held: list = []
+
+    def __call__(self, fn):
+        self.held.append(fn)
+        return lambda: None
+
+    def release(self) -> None:
+        threading.Thread(target=self.held.pop(), daemon=True).start()
+
+
+def test_on_a_kept_connection_the_request_is_out_before_the_reader_first_runs(fake):
+    model = make_model(fake.base_url)
+    model.invoke([human("one")], [])
+    wait_until_back_in_the_pool(model)
+    reader = model._spawn = HeldReader()
+    answers: queue.Queue = queue.Queue()
+    threading.Thread(
+        target=lambda: answers.put(model.invoke([human("two")], [])), daemon=True
+    ).start()
+    deadline = time.monotonic() + 5
+    while len(fake.requests) < 2:
+        assert time.monotonic() < deadline, "the request did not come before its reader ran"
+        time.sleep(0.01)
+    assert len(reader.held) == 1  # the reader has not run
+    assert fake.requests[1]["body"]["messages"][-1]["content"] == "two"
+    reader.release()
+    assert answers.get(timeout=5).content == "You said: two"
+    assert len({r["peer"] for r in fake.requests}) == 1  # on the kept connection
+
+
+def test_a_call_stopped_before_its_reader_ran_closes_the_connection_it_wrote_on(fake):
+    model = make_model(fake.base_url)
+    model.invoke([human("one")], [])
+    wait_until_back_in_the_pool(model)
+    model._spawn = HeldReader()
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(ExecutionCanceled):
+        model.invoke([human("two")], [], cancel=cancel)
+    connections = openai_chat._shared_client(model.settings, KEY)._direct
+    assert connections.idle(("http", "127.0.0.1", urlsplit(model.settings.base_url).port)) == 0
+    model._spawn = openai_chat.spawn_thread
+    assert model.invoke([human("three")], []).content == "You said: three"
+    assert len({r["peer"] for r in fake.requests}) == 2  # the written-on one was not reused
+
+
+def test_tokens_handed_on_go_out_before_the_next_queued_read_is_taken(monkeypatch):
+    """Reads that queued up while the caller worked: after each read's tokens the caller lets
+    the rest run (the outbox's publish, a stream's write), not only once the answer ends."""
+
+    def chunk(text):
+        return {"choices": [{"index": 0, "delta": {"content": text}}]}
+
+    class Queued:
+        def __init__(self, *args):
+            self.events = queue.Queue()
+            for event in (("chunks", [chunk("a")]), ("chunks", [chunk("b"), chunk("c")]),
+                          ("chunks", [{"choices": []}]), ("done", None)):  # fmt: skip
+                self.events.put(event)
+
+        def stop(self):
+            pass
+
+    seen = []
+    monkeypatch.setattr(openai_chat, "_Pump", Queued)
+    monkeypatch.setattr(openai_chat, "let_others_run", lambda: seen.append("others run"))
+    model = make_model("http://127.0.0.1:9/v1")
+    reply = model.invoke([human("hi")], [], seen.append)
+    assert reply.content == "abc"
+    # Not after the read that brought no token.
+    assert seen == ["a", "others run", "b", "c", "others run"]
+
+
 def test_sends_the_key_model_options_and_conversation_in_openai_format(fake):
     model = make_model(fake.base_url, model="gpt-4o-mini", temperature=0.2, maxTokens=50, topP=0.9)
     call = ToolCall("calculator", {"input": "19 * 23"}, "call_1")

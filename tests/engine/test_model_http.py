@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import model_http
+from tests.waiting import wait_until
 
 Answer = Callable[[socket.socket, bytes], bool]  # (connection, request) -> keep serving it
 
@@ -285,6 +286,39 @@ def test_a_kept_connection_dropped_as_the_request_came_is_replaced_once():
         connections = client()
         assert body_of(connections, server.url) == b"hi"
         assert body_of(connections, server.url) == b"again"
+        assert server.connections == 2 and len(server.requests) == 3
+
+
+def test_a_request_sent_now_is_on_the_wire_before_its_answer_is_asked_for():
+    with serving(reply_with(*[ok(b"hi", b"Content-Length: 2")] * 2)) as server:
+        connections = client()
+        assert connections.send("POST", server.url, b"{}") is None  # no kept one: not yet
+        assert body_of(connections, server.url) == b"hi"
+        sent = connections.send("POST", server.url, b'{"n": 2}')
+        assert sent is not None
+        wait_until(lambda: len(server.requests) == 2, 5, "the request, before reply() is called")
+        assert server.requests[1].endswith(b'{"n": 2}')
+        reply = sent.reply()
+        assert reply.read() == b"hi"
+        reply.close()
+        assert server.connections == 1 and connections.idle(("http", "127.0.0.1", server.port))
+
+
+def test_a_request_sent_now_on_a_connection_the_server_dropped_goes_again_on_a_new_one():
+    def answer(conn: socket.socket, request: bytes) -> bool:
+        if len(server.requests) == 2:
+            return False  # read the request on the kept connection, then closed it
+        conn.sendall(ok(b"hi", b"Content-Length: 2"))
+        return True
+
+    with serving(answer) as server:
+        connections = client()
+        assert body_of(connections, server.url) == b"hi"
+        sent = connections.send("POST", server.url, b"{}")
+        assert sent is not None
+        reply = sent.reply()
+        assert reply.read() == b"hi"
+        reply.close()
         assert server.connections == 2 and len(server.requests) == 3
 
 
