@@ -42,7 +42,7 @@ from core import jsontext
 from engine import model_connection, model_http
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.llm import Cancellation, TokenCallback, Tool
-from engine.services import Spawn, let_others_run, spawn_thread
+from engine.services import Spawn, spawn_thread
 from memory.messages import ChatMessage, ToolCall
 
 log = logging.getLogger(__name__)
@@ -172,14 +172,8 @@ class OpenAiChatModel:
                 if kind == "done":
                     return
                 if kind == "chunks":
-                    told = len(answer.parts)
                     for chunk in value:
                         answer.add(chunk)
-                    if len(answer.parts) > told and not pump.events.empty():
-                        # The tokens just handed on go out (the outbox's publish, a stream's
-                        # write) before the next read's are taken: else, when reads queue up,
-                        # the first token waited for the whole answer and the memory's write.
-                        let_others_run()
                 else:
                     raise self._describe(value, kind, answer.emitted)
         finally:

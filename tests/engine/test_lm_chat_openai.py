@@ -183,33 +183,6 @@ def test_a_call_stopped_before_its_reader_ran_closes_the_connection_it_wrote_on(
     assert len({r["peer"] for r in fake.requests}) == 2  # the written-on one was not reused
 
 
-def test_tokens_handed_on_go_out_before_the_next_queued_read_is_taken(monkeypatch):
-    """Reads that queued up while the caller worked: after each read's tokens the caller lets
-    the rest run (the outbox's publish, a stream's write), not only once the answer ends."""
-
-    def chunk(text):
-        return {"choices": [{"index": 0, "delta": {"content": text}}]}
-
-    class Queued:
-        def __init__(self, *args):
-            self.events = queue.Queue()
-            for event in (("chunks", [chunk("a")]), ("chunks", [chunk("b"), chunk("c")]),
-                          ("chunks", [{"choices": []}]), ("done", None)):  # fmt: skip
-                self.events.put(event)
-
-        def stop(self):
-            pass
-
-    seen = []
-    monkeypatch.setattr(openai_chat, "_Pump", Queued)
-    monkeypatch.setattr(openai_chat, "let_others_run", lambda: seen.append("others run"))
-    model = make_model("http://127.0.0.1:9/v1")
-    reply = model.invoke([human("hi")], [], seen.append)
-    assert reply.content == "abc"
-    # Not after the read that brought no token.
-    assert seen == ["a", "others run", "b", "c", "others run"]
-
-
 def test_sends_the_key_model_options_and_conversation_in_openai_format(fake):
     model = make_model(fake.base_url, model="gpt-4o-mini", temperature=0.2, maxTokens=50, topP=0.9)
     call = ToolCall("calculator", {"input": "19 * 23"}, "call_1")

@@ -154,6 +154,9 @@ def test_a_task_whose_payload_is_refused_is_logged_as_failed_and_the_worker_goes
     )
     assert len(failed) == 1
     assert lines_with(deploy, f"[{execution_id}] succeeded") == []
+    # It failed before its first wait, where the consumer logs it received: still once, before.
+    received = lines_with(deploy, f"[{execution_id}] received")
+    assert len(received) == 1 and received[0] < failed[0]
 
     workflow = deploy.activate(fresh_ids(example(REDIS_CHAT)))
     reply = stream_chat(chat_url(deploy.base, workflow), "What is 6 * 7?", "s-after-bad")
