@@ -209,3 +209,60 @@ def test_under_gevent_handing_a_chunk_over_lets_nothing_else_run_first(redis_url
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+GEVENT_ONE_WRITE = """
+from gevent import monkey; monkey.patch_all()
+import sys, threading, gevent, redis
+from core import redis_clients
+from worker.publisher import Outbox
+
+writes = []
+exchange = redis_clients.Quick.exchange
+def counted(self, commands):
+    writes.append(len(commands))
+    return exchange(self, commands)
+redis_clients.Quick.exchange = counted
+
+outbox = Outbox(redis.Redis.from_url(sys.argv[1]))
+for channel in ("a", "b"):  # two executions streaming
+    outbox.chunk(channel, {"type": "begin"})
+    assert outbox.flush(channel).wait(5)
+writes.clear()
+read = threading.Event()  # the other execution's model read, as its pump hands it over
+
+def other_execution():
+    read.wait()
+    outbox.chunk("b", {"type": "item", "content": "b"})
+
+other = gevent.spawn(other_execution)
+gevent.sleep(0.01)  # it waits for its read
+outbox.chunk("a", {"type": "item", "content": "a"})  # wakes the outbox first
+read.set()  # then the other execution
+assert outbox.flush("a").wait(5) and outbox.flush("b").wait(5)
+other.join()
+assert writes == [2], writes  # both in one write: the outbox let the loop turn first
+"""
+
+
+def test_under_gevent_tokens_of_executions_woken_together_go_out_in_one_write(redis_url):
+    done = subprocess.run(
+        [sys.executable, "-c", GEVENT_ONE_WRITE, redis_url],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_an_execution_streaming_alone_is_published_without_a_pause(redis_url, monkeypatch):
+    pauses = []
+    monkeypatch.setattr(publisher.time, "sleep", pauses.append)
+    pubsub = _subscriber(redis_url, "c9")
+    outbox = Outbox(redis.Redis.from_url(redis_url))
+    for token in ("a", "b", "c"):
+        outbox.chunk("c9", {"type": "item", "content": token})
+        assert outbox.flush("c9").wait(5)
+    assert len(_messages(pubsub, 3)) == 3 and pauses == []
