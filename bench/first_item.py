@@ -13,8 +13,8 @@ client's clock and the fake's are one (time.monotonic), and each message splits 
 Finer hops come from Redis's own clock (MONITOR, read raw by a thread here and parsed after the
 run, so it costs both modes the same few microseconds per command): when the api's create script
 ran (the execution recorded and, in queue mode, its task enqueued), when the worker's claim script
-ran (the task started), and when the first item's PUBLISH ran. Each hop ends where the next
-begins:
+ran (the task started), and when the PUBLISH that carried the first item ran. Each hop ends where
+the next begins:
 
   api in            POST -> the create script (HTTP, routing, the trigger)
   to the worker     create -> the claim script: the task's hop through the broker and Celery
@@ -94,8 +94,9 @@ class Monitor:
         self.proc.wait()
         os.unlink(self.path)
 
-    def commands(self) -> list[tuple[float, bytes, bytes]]:
-        """(monotonic time, command, first argument) of every command seen so far."""
+    def commands(self) -> list[tuple[float, bytes, bytes, bool]]:
+        """(monotonic time, command, first argument, whether it carries an item chunk) of every
+        command seen so far."""
         out = []
         with open(self.path, "rb") as raw:
             data = raw.read()
@@ -106,7 +107,9 @@ class Monitor:
             words = rest.partition(b'] "')[2].split(b'" "')
             command = words[0].rstrip(b'"').upper()
             first = words[1].rstrip(b'"') if len(words) > 1 else b""
-            out.append((float(stamp) - WALL, command, first))
+            # MONITOR escapes the event's JSON, and the lines' JSON inside it, once more each.
+            item = b"type:item" in rest.replace(b"\\", b"").replace(b'"', b"")
+            out.append((float(stamp) - WALL, command, first, item))
         return out
 
 
@@ -139,13 +142,17 @@ def one_message(client: httpx.Client, url: str, session: str, fake: FakeOpenAI) 
     ]
 
 
-def fine_hops(run: list[float], commands: list[tuple[float, bytes, bytes]]) -> list[float] | None:
+def fine_hops(
+    run: list[float], commands: list[tuple[float, bytes, bytes, bool]]
+) -> list[float] | None:
     """The fine hops of one message from Redis's log of it (None if a step is missing)."""
     start, arrived, token, first = run[4:8]
-    seen = [(at, cmd, arg) for at, cmd, arg in commands if start <= at <= first]
-    create = next((at for at, cmd, arg in seen if cmd == b"EVALSHA" and arg == CREATE), None)
-    claim = next((at for at, cmd, arg in seen if cmd == b"EVALSHA" and arg in CLAIMS), None)
-    publish = next((at for at, cmd, _ in seen if cmd == b"PUBLISH" and at >= token), None)
+    seen = [command for command in commands if start <= command[0] <= first]
+    create = next((at for at, cmd, arg, _ in seen if cmd == b"EVALSHA" and arg == CREATE), None)
+    claim = next((at for at, cmd, arg, _ in seen if cmd == b"EVALSHA" and arg in CLAIMS), None)
+    # The first item's own PUBLISH: the begin line's may come after the first token, once the
+    # model request goes out before it.
+    publish = next((at for at, cmd, _, item in seen if cmd == b"PUBLISH" and item), None)
     if create is None:
         return None
     if claim is None or publish is None:  # in-process: no task, the api delivers its own items
