@@ -3,8 +3,9 @@ background thread (a greenlet under the gevent pool) publishes them.
 
 Tokens produced while a publish is in flight wait for the next one, so a fast model's tokens
 coalesce into a few messages, and the execution never blocks on Redis per token. Each flush is
-one pipeline: one round trip for every execution that has something to send. The messages are
-core.events: consecutive chunks become one numbered `lines` event.
+one pipeline: one round trip for every execution that has something to send; while several
+stream, the outbox lets the loop turn once first (TURN_SECONDS), so that more of them are in it.
+The messages are core.events: consecutive chunks become one numbered `lines` event.
 
 The final event is not published here: once everything before it is out (`flush`), the outbox
 numbers it (`final`) and the execution's end publishes it in the same step that records the
