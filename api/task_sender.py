@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from core.task import TaskPayload
+from worker.greenlets import Background
 
 
 class _Job:
@@ -27,9 +28,7 @@ class TaskSender:
     def __init__(self, send: Callable[[TaskPayload], None]):
         self._send = send
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._running = False  # not Thread.is_alive(): under gevent it switches to the hub
+        self._thread = Background(self._serve, "task-sender")
 
     def send(self, payload: TaskPayload) -> None:
         self.call(lambda: self._send(payload))
@@ -39,24 +38,10 @@ class TaskSender:
         Also how a warm start builds the sender's per-thread state before the first task."""
         job = _Job(work)
         self._jobs.put(job)
-        self._ensure_thread()
+        self._thread.ensure()
         job.sent.wait()
         if job.error is not None:
             raise job.error
-
-    def _ensure_thread(self) -> None:
-        with self._lock:
-            if not self._running:
-                self._running = True
-                self._thread = threading.Thread(target=self._run, name="task-sender", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._serve()
-        finally:  # killed (a BaseException): the next send starts another
-            with self._lock:
-                self._running = False
 
     def _serve(self) -> None:
         while True:

@@ -32,6 +32,7 @@ from core.events import Event, Kind
 from core.redis_clients import Quick, publish
 from core.results import FinalResult
 from core.retry import TRANSIENT
+from worker.greenlets import Background
 
 log = logging.getLogger("mini_n8n.outbox")
 
@@ -43,6 +44,10 @@ PUBLISH_RETRY_SECONDS = 60.0
 # api's relay for each, api CPU per message x0.90 and worker x0.95 (bench/compare.py). An
 # execution streaming alone publishes at once.
 TURN_SECONDS = 1e-6
+
+
+def let_the_loop_turn() -> None:
+    time.sleep(TURN_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,9 @@ class Outbox:
         self._wake = threading.Event()
         self._pending: OrderedDict[str, list[Event | _Chunk | _Flush]] = OrderedDict()  # in order
         self._seq: dict[str, int] = {}
-        self._thread: threading.Thread | None = None
-        self._running = False  # the thread is in its loop: set by _put, cleared as it leaves
+        # Started on first use, and again should it ever die: one bad message must not
+        # silence every execution of this worker.
+        self._thread = Background(self._serve, "outbox")
         self._busy = False
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
@@ -124,28 +130,14 @@ class Outbox:
     def _put(self, channel: str, event: Event | _Chunk | _Flush) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
-            if not self._running:
-                # Started on first use, and again should it ever have died: one bad message
-                # must not silence every execution of this worker. A flag of its own, not
-                # Thread.is_alive(): under gevent that call switches to the hub and back, on
-                # every chunk, letting whatever is ready run before the caller goes on.
-                self._running = True
-                self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
-                self._thread.start()
+        self._thread.ensure()
         self._wake.set()
-
-    def _run(self) -> None:
-        try:
-            self._serve()
-        finally:  # killed (a BaseException): the next event starts another
-            with self._lock:
-                self._running = False
 
     def _serve(self) -> None:
         while True:
             self._wake.wait()
             if self._others_streaming():
-                time.sleep(TURN_SECONDS)
+                let_the_loop_turn()
             self._wake.clear()
             with self._lock:
                 batch, self._pending = self._pending, OrderedDict()

@@ -147,14 +147,14 @@ def test_a_dead_publisher_thread_is_started_again(redis_url, redis_client):
     outbox._send = dying
     outbox.chunk("c3", {"type": "item", "content": "lost"})
     assert outbox.flush("c3").wait(5)  # the dying batch's waiters go on
-    dead = outbox._thread
+    dead = outbox._thread.thread
     assert dead is not None
     dead.join(5)
     assert not dead.is_alive()
     outbox.chunk("c3", {"type": "item", "content": "x"})
     assert outbox.flush("c3").wait(5)
     assert _messages(pubsub, 1)[0]["lines"] == '{"type":"item","content":"x"}\n'
-    assert outbox._thread is not dead and outbox._thread.is_alive()
+    assert outbox._thread.thread is not dead and outbox._thread.thread.is_alive()
 
 
 def test_a_publish_redis_refuses_is_logged_not_dropped_in_silence(
@@ -179,6 +179,19 @@ def test_a_publish_redis_refuses_is_logged_not_dropped_in_silence(
         redis_client.acl_deluser(user)
 
 
+def under_gevent(script: str, redis_url: str) -> None:
+    """`script` in a process of its own, monkey-patched as a worker is; it asserts."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, redis_url],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 GEVENT_HANDOVER = """
 from gevent import monkey; monkey.patch_all()
 import sys, greenlet, redis
@@ -200,15 +213,7 @@ assert outbox.flush("c8").wait(5)
 def test_under_gevent_handing_a_chunk_over_lets_nothing_else_run_first(redis_url):
     """The execution goes on with its tokens (and its model request) before the outbox or a
     worker's broker read get a turn: Thread.is_alive() switched to the hub on every chunk."""
-    done = subprocess.run(
-        [sys.executable, "-c", GEVENT_HANDOVER, redis_url],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    under_gevent(GEVENT_HANDOVER, redis_url)
 
 
 GEVENT_ONE_WRITE = """
@@ -246,20 +251,12 @@ assert writes == [2], writes  # both in one write: the outbox let the loop turn 
 
 
 def test_under_gevent_tokens_of_executions_woken_together_go_out_in_one_write(redis_url):
-    done = subprocess.run(
-        [sys.executable, "-c", GEVENT_ONE_WRITE, redis_url],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    under_gevent(GEVENT_ONE_WRITE, redis_url)
 
 
 def test_an_execution_streaming_alone_is_published_without_a_pause(redis_url, monkeypatch):
     pauses = []
-    monkeypatch.setattr(publisher.time, "sleep", pauses.append)
+    monkeypatch.setattr(publisher, "let_the_loop_turn", lambda: pauses.append("turn"))
     pubsub = _subscriber(redis_url, "c9")
     outbox = Outbox(redis.Redis.from_url(redis_url))
     for token in ("a", "b", "c"):
