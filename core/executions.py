@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import builtins  # `list` below is a method name: annotations past it say builtins.list
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Stat
 from core.jsontext import dumps
 from core.keys import Keys
 from core.liveness import Verdict
+from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
 from core.redis_clients import is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
@@ -172,7 +174,8 @@ return {1, claim_it()}
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
-#       17 queue deadline ms
+#       17 queue deadline ms, 18 where the memory turns' keys begin in KEYS ('' = none: they
+#       are the last KEYS), 19... the turns (core/memory_turns.py)
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -180,6 +183,7 @@ _END = (
     _HEADER
     + liveness.LUA_JUDGE
     + _LEAVE_LINE
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -211,11 +215,13 @@ else
   if rev == tonumber(ARGV[1]) then
     for s in string.gmatch(ARGV[2], '[^,]+') do if s == status then allowed = true end end
   end
-  -- A worker that did finish replaces what a reaper concluded while it could not renew.
-  if not allowed and not (mine and status == 'crashed') then return {'refused', ''} end
+  -- An execution declared lost stays lost: its stream was told so, and its worker, should it
+  -- still be alive, writes nothing more (its memory turns included).
+  if not allowed then return {'refused', ''} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
+if ARGV[18] ~= '' then write_turns(tonumber(ARGV[18]), 19) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -265,9 +271,12 @@ return reply
 # A stop asked for meanwhile wins: it does not wait ('stopped').
 # KEYS: record, lease, replies, resume, taken, stop, [running index, waiting index]
 # ARGV: claim token, waiting record, ttl s, resume state, deadline ms ('' = none), execution id,
-#       expected rev, attempt
+#       expected rev, attempt, where the memory turns' keys begin in KEYS ('' = none: they are
+#       the last KEYS), the turns (core/memory_turns.py): written with the reply taken or the
+#       wait recorded, once (a retry answers from the taken mark or the waiting record)
 _PAUSE = (
     _HEADER
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -283,9 +292,11 @@ if redis.call('EXISTS', KEYS[6]) == 1 then return {'stopped'} end
 local reply = redis.call('LPOP', KEYS[3])
 if reply then
   redis.call('SET', KEYS[5], mark .. reply, 'EX', ARGV[3])
+  if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
   return {'reply', reply}
 end
 if rev ~= tonumber(ARGV[7]) then return {'refused'} end
+if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[3])
 redis.call('DEL', KEYS[2])
@@ -604,6 +615,7 @@ class ExecutionStore:
         waiting: ExecutionRecord,
         resume_state: str,
         attempt: str,
+        turns: Sequence[TurnWrite] = (),
     ) -> tuple[str, str | None]:
         """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
         on), ("paused", None) once recorded `waiting`, ("stopped", None) when a stop was asked
@@ -623,7 +635,14 @@ class ExecutionStore:
             keys += [self.keys.running(), self.keys.waiting()]
         deadline = "" if waiting.wait_till is None else waiting.wait_till
         args = [running.claim, waiting.encode(), self.ttl, resume_state, deadline, execution_id,
-                running.rev, attempt]  # fmt: skip
+                running.rev, attempt, ""]  # fmt: skip
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join a wait's step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         if self.cluster and waiting.wait_till is not None:
             # Before the wait is recorded: a wait whose deadline nobody knows would last forever.
             self.client.zadd(self.keys.waiting(), {execution_id: waiting.wait_till})
@@ -644,13 +663,15 @@ class ExecutionStore:
         final: ExecutionRecord,
         event: str,
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Record the outcome and publish the final event (`event`, '' when the outbox delivers
-        it itself) in one step. Replaces a `crashed` a reaper wrote while this worker could not
-        renew its lease: it was not lost, and this is what happened. `successor`: the session's
-        next execution, started in the same step if replies were left over (one Redis only)."""
+        it itself) in one step, with the run's memory `turns` (one Redis only: in a cluster
+        they are other slots'). Refused once a reaper declared it lost: its stream was told
+        so. `successor`: the session's next execution, started in the same step if replies
+        were left over (one Redis only)."""
         return self._end_step(running, final, {Status.RUNNING}, event=event,
-                              claim=running.claim, successor=successor)  # fmt: skip
+                              claim=running.claim, successor=successor, turns=turns)  # fmt: skip
 
     # --- anyone ---------------------------------------------------------------------------
     def reap(self, execution_id: str) -> ExecutionRecord | None:
@@ -708,6 +729,7 @@ class ExecutionStore:
         claim: str = "",
         reap: bool = False,
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Write `final` over `current` (same revision, status in `allowed`), publish the
         final event (`event`, or a control event of `result`), drop what kept it alive, and hand
@@ -759,7 +781,15 @@ class ExecutionStore:
             self.queue_timeout_ms,
             now,
             now + self.queue_timeout_ms,
+            "",
         ]
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join an end step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         outcome, started, *leftovers = self._end(keys=keys, args=args)
         if outcome == "ok" and self.cluster:
             pipe = self.client.pipeline(transaction=False)
