@@ -351,10 +351,10 @@ class ExecutionRunner:
         if ended.written and ended.leftovers:
             self._next_in_session(payload, running, ended, successor)
         if payload.push_ref:
-            self._push_finished(payload, running, run if ended.written else None)
+            self._push_finished(payload.push_ref, running, run if ended.written else None)
         return status
 
-    def _push_finished(self, payload: TaskPayload, running: ExecutionRecord, run: Run | None):
+    def _push_finished(self, push_ref: str, running: ExecutionRecord, run: Run | None) -> None:
         """The editor's executionFinished: this run's outcome, or (None) what ended it
         elsewhere, as the record says."""
         if run is not None:
@@ -364,7 +364,7 @@ class ExecutionRunner:
             status = record.status if record else Status.CRASHED
             error = record.error if record else "The execution record is gone."
         finished = {"executionId": running.id, "status": status, "error": error}
-        self.outbox.event(self.keys.push(payload.push_ref), "executionFinished", finished)
+        self.outbox.event(self.keys.push(push_ref), "executionFinished", finished)
 
 
 def _leftover_messages(leftovers: list[str]) -> list[dict[str, Any]]:
