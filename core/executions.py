@@ -130,17 +130,18 @@ return 1
 
 # Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
 # KEYS: record, lease, queued, stop, [running index, queued index]
-# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
+# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline,
+#       the lease's value (core/presence.py Owner)
 _CLAIM_IT = """
 local function claim_it()
   local status, rev, claim = header(redis.call('GET', KEYS[1]))
   if status == 'running' and claim == ARGV[5] then
-    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+    redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
     return 1 + redis.call('EXISTS', KEYS[4])
   end
   if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+  redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
   redis.call('DEL', KEYS[3])
   if KEYS[5] then
     redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
@@ -160,7 +161,7 @@ _CLAIM_AT_TURN = (
     + LUA_TURN
     + _CLAIM_IT
     + """
-local turn = turn_of(KEYS[7], ARGV[6], 8)
+local turn = turn_of(KEYS[7], ARGV[6], 9)
 if turn[1] == 0 then return {0, turn[2] or ''} end
 return {1, claim_it()}
 """
@@ -174,8 +175,9 @@ return {1, claim_it()}
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
-#       17 queue deadline ms, 18 where the memory turns' keys begin in KEYS ('' = none: they
-#       are the last KEYS), 19... the turns (core/memory_turns.py)
+#       17 queue deadline ms, 18 a reap's evidence: a worker connection that is gone
+#       (core/presence.py; '' = none), 19 where the memory turns' keys begin in KEYS ('' = none:
+#       they are the last KEYS), 20... the turns (core/memory_turns.py)
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -195,8 +197,12 @@ if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then
 end
 if ARGV[8] == '1' then
   if rev ~= tonumber(ARGV[1]) then return {'refused', ''} end
-  local verdict = judge(status, redis.call('EXISTS', KEYS[2]) == 1,
-                        redis.call('EXISTS', KEYS[3]) == 1)
+  local lease = redis.call('GET', KEYS[2])
+  -- A lease that still names a connection the reaper saw gone holds nothing: its process died.
+  if lease and ARGV[18] ~= '' and string.sub(lease, -#ARGV[18] - 1) == '@' .. ARGV[18] then
+    lease = false
+  end
+  local verdict = judge(status, lease ~= false, redis.call('EXISTS', KEYS[3]) == 1)
   if verdict == 'alive' then
     redis.call('DEL', KEYS[4])
     return {'alive', ''}
@@ -221,7 +227,7 @@ else
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
-if ARGV[18] ~= '' then write_turns(tonumber(ARGV[18]), 19) end
+if ARGV[19] ~= '' then write_turns(tonumber(ARGV[19]), 20) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -563,13 +569,14 @@ class ExecutionStore:
         return self._end_step(record, canceled, {Status.NEW, Status.WAITING}, result=final).written
 
     # --- a worker's steps -----------------------------------------------------------------
-    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> Claimed:
-        """`new -> running` with this worker's lease, if the record is still the `record`
-        the task carried (same revision); claimed again for a retry of this very claim. Whether
-        a stop was asked for already comes with it (falsy: not claimed)."""
+    def claim(self, record: ExecutionRecord, running: ExecutionRecord, lease: str = "") -> Claimed:
+        """`new -> running` with this worker's lease (its value `lease`, by default the claim
+        token), if the record is still the `record` the task carried (same revision); claimed
+        again for a retry of this very claim. Whether a stop was asked for already comes with
+        it (falsy: not claimed)."""
         execution_id = record.id
         deadline = now_ms() + self.lease_ms
-        keys, args = self._claim_keys_args(record, running, deadline)
+        keys, args = self._claim_keys_args(record, running, deadline, lease)
         claimed = Claimed(self._claim(keys=keys, args=args))
         if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -579,7 +586,7 @@ class ExecutionStore:
         return claimed
 
     def _claim_keys_args(
-        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int
+        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int, lease: str
     ) -> tuple[builtins.list[str], builtins.list[Any]]:
         """The claim script's KEYS and ARGV (the indexes too, on one Redis)."""
         execution_id = record.id
@@ -592,16 +599,16 @@ class ExecutionStore:
         if not self.cluster:
             keys += [self.keys.running(), self.keys.queued()]
         args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
-                execution_id, deadline]  # fmt: skip
+                execution_id, deadline, lease or running.claim]  # fmt: skip
         return keys, args
 
     def claim_at_turn(
-        self, record: ExecutionRecord, running: ExecutionRecord, line: str
+        self, record: ExecutionRecord, running: ExecutionRecord, line: str, lease: str = ""
     ) -> tuple[Claimed, Turn]:
         """`claim`, if it is the execution's turn in its session's `line`: one step for the
         common case, where nothing is ahead of it (one Redis only; a cluster turns, then
         claims)."""
-        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms)
+        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms, lease)
         keys.append(line)
         args += self.lines.key_halves()
         mine, answer = self._claim_at_turn(keys=keys, args=args)
@@ -674,25 +681,30 @@ class ExecutionStore:
                               claim=running.claim, successor=successor, turns=turns)  # fmt: skip
 
     # --- anyone ---------------------------------------------------------------------------
-    def reap(self, execution_id: str) -> ExecutionRecord | None:
+    def reap(self, execution_id: str, gone: str = "") -> ExecutionRecord | None:
         """End the execution `crashed` if it is lost (core/liveness.py), once the loss is
-        confirmed; the record as it now stands (None if gone)."""
+        confirmed; the record as it now stands (None if gone). `gone`: a worker connection
+        that no longer exists (core/presence.py): a lease that names it holds nothing."""
         record = self.get(execution_id)
         if record is None or record.finished:
             return record
-        crashed = record.next(status=Status.CRASHED, error=self.lost_reason(record),
-                              stopped_at=now_ms())  # fmt: skip
+        reason = self.lost_reason(record, died=bool(gone))
+        crashed = record.next(status=Status.CRASHED, error=reason, stopped_at=now_ms())
         final = FinalResult(Status.CRASHED, crashed.error)
-        ended = self._end_step(record, crashed, set(), result=final, reap=True)
+        ended = self._end_step(record, crashed, set(), result=final, reap=True, gone=gone)
         if ended.outcome == "ok":
             return crashed
         if ended.outcome == "refused":  # written meanwhile by someone else: as it stands
             return self.get(execution_id)
         return record
 
-    def lost_reason(self, record: ExecutionRecord) -> str:
+    def lost_reason(self, record: ExecutionRecord, died: bool = False) -> str:
+        if record.status == Status.RUNNING and died:
+            return "The worker running this execution died (its process is gone)."
         if record.status == Status.RUNNING:
             return "The worker running this execution was lost (it stopped renewing its lease)."
+        if died:
+            return "The worker that took this execution died before it could start it."
         waited = now_ms() - (record.queued_at or record.created_at)
         if waited >= self.queue_timeout_ms:
             return f"No worker started this execution within {self.queue_timeout_ms / 1000:g} s."
@@ -728,6 +740,7 @@ class ExecutionStore:
         event: str = "",
         claim: str = "",
         reap: bool = False,
+        gone: str = "",
         successor: ExecutionRecord | None = None,
         turns: Sequence[TurnWrite] = (),
     ) -> Ended:
@@ -775,12 +788,13 @@ class ExecutionStore:
             execution_id,
             turn[0],
             turn[1],
-            liveness.CONFIRM_MS,
+            liveness.GONE_CONFIRM_MS if gone else liveness.CONFIRM_MS,
             "" if successor is None else successor.encode(),
             "" if successor is None else successor.id,
             self.queue_timeout_ms,
             now,
             now + self.queue_timeout_ms,
+            gone,
             "",
         ]
         if turns:

@@ -37,6 +37,9 @@
 | executions:queued                | ZSET    | new execution ids, score = queue deadline (ms): likewise  |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
+| worker:<workerId>                | STRING  | a worker's presence: its heartbeat connection and the     |
+|                                  |         | executions it holds; TTL = the lease (core/presence.py)   |
+| workers                          | ZSET    | worker ids, score = their last heartbeat (ms)             |
 | push:<pushRef>                   | channel | editor events                                             |
 
 An optional global prefix (MINI_N8N_KEY_PREFIX) is put in front of every key, so several
@@ -74,9 +77,10 @@ PROTECTED = "memory:"
 # the database. A public session key may never produce one of them.
 _WORKFLOWS_TAG = "{w}:"  # in a cluster: the one slot of the workflows and the webhook table
 _OWN_PREFIXES = (
-    "workflow:", "execution:", "executions:", "session:", "push:", PROTECTED, _WORKFLOWS_TAG
+    "workflow:", "execution:", "executions:", "session:", "push:", "worker:", PROTECTED,
+    _WORKFLOWS_TAG,
 )  # fmt: skip
-_OWN_NAMES = ("workflows", "webhooks")
+_OWN_NAMES = ("workflows", "webhooks", "workers")
 _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
 _KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
@@ -247,6 +251,12 @@ class Keys:
 
     def push(self, push_ref: str) -> str:
         return f"{self.prefix}push:{push_ref}"
+
+    def worker(self, worker_id: str) -> str:
+        return f"{self.prefix}worker:{worker_id}"
+
+    def workers(self) -> str:
+        return f"{self.prefix}workers"
 
     def _execution(self, execution_id: str, suffix: str = "") -> str:
         if self.cluster:

@@ -119,14 +119,18 @@ class ExecutionRunner:
         line = self.store.lines.key(record)
         if line and not self.store.cluster:
             running = self._running(record, token)
-            at_turn = self._step(lambda: self.store.claim_at_turn(record, running, line), "claim")
+            lease = self.leases.owner.lease(token)
+            at_turn = self._step(
+                lambda: self.store.claim_at_turn(record, running, line, lease), "claim"
+            )
             claimed, turn = at_turn
             if turn.mine:
                 return claimed, running
         if not self._wait_for_turn(record, token):
             return Claimed.NOT, record
         running = self._running(record, token)
-        return self._step(lambda: self.store.claim(record, running), "claim"), running
+        lease = self.leases.owner.lease(token)
+        return self._step(lambda: self.store.claim(record, running, lease), "claim"), running
 
     def _running(self, record: ExecutionRecord, token: str) -> ExecutionRecord:
         return record.next(status=Status.RUNNING, claim=token, started_at=now_ms(),

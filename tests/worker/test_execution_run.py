@@ -365,11 +365,11 @@ class ClaimAnswerLost(WatchedStore):
 
     claims = 0
 
-    def claim(self, record, running):
-        return self._answer_lost_once(super().claim(record, running))
+    def claim(self, *args):
+        return self._answer_lost_once(super().claim(*args))
 
-    def claim_at_turn(self, record, running, line):
-        return self._answer_lost_once(super().claim_at_turn(record, running, line))
+    def claim_at_turn(self, *args):
+        return self._answer_lost_once(super().claim_at_turn(*args))
 
     def _answer_lost_once(self, answer):
         self.claims += 1
