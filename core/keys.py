@@ -12,6 +12,8 @@
 | webhooks                         | HASH    | "<METHOD> <path>" -> workflow id, for active workflows    |
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
+| execution:<id>:sent              | LIST    | the numbered events published on that channel, for a      |
+|                                  |         | subscriber that missed some; TTL 30 s (core/replay.py)    |
 | execution:<id>:turn              | LIST    | wake-up token for an execution waiting for its session    |
 | execution:<id>:lease             | STRING  | held while a worker runs it (or holds it for its turn);   |
 |                                  |         | short TTL, renewed every second (core/liveness.py)        |
@@ -85,6 +87,7 @@ _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
 _KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
 _GLOB_SPECIAL = "\\*?[]"
+_EVENTS = ":events"
 
 
 class ReservedKeyError(ValueError):
@@ -188,7 +191,10 @@ class Keys:
         return self._execution(execution_id)
 
     def execution_events(self, execution_id: str) -> str:
-        return self._execution(execution_id, ":events")
+        return self._execution(execution_id, _EVENTS)
+
+    def execution_sent(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":sent")
 
     def execution_turn(self, execution_id: str) -> str:
         return self._execution(execution_id, ":turn")
@@ -265,6 +271,13 @@ class Keys:
 
     def _workflows_space(self) -> str:
         return self.prefix + (_WORKFLOWS_TAG if self.cluster else "")
+
+
+def sent_of(channel: str) -> str:
+    """The sent list (`execution:<id>:sent`, core/replay.py) of an execution's channel."""
+    if not channel.endswith(_EVENTS):
+        raise ValueError(f"{channel!r} is not an execution's channel")
+    return channel[: -len(_EVENTS)] + ":sent"
 
 
 def _escape_id(workflow_id: str) -> str:
