@@ -76,6 +76,19 @@ class Presence:
         pipe.zrem(self.keys.workers(), worker_id)
         pipe.execute()
 
+    def leases_named(self, conns: list[str]) -> dict[str, set[str]]:
+        """The executions in the reapers' index whose lease names one of these connections."""
+        ids = [_text(i) for i in self.client.zrange(self.keys.running(), 0, -1)]
+        if not ids:
+            return {}
+        leases = self.client.mget([self.keys.execution_lease(i) for i in ids])
+        wanted, named = set(conns), dict[str, set[str]]()
+        for execution_id, lease in zip(ids, leases, strict=True):
+            conn = _text(lease).rpartition("@")[2] if lease else ""
+            if conn in wanted:
+                named.setdefault(conn, set()).add(execution_id)
+        return named
+
     def gone(self) -> list[Gone]:
         """The workers whose heartbeat connection on this server no longer exists."""
         if not self.enabled:
@@ -102,11 +115,17 @@ class Presence:
 def reap_the_dead(store, presence: Presence) -> None:
     """One look for gone workers (from any process): their executions reaped with the gone
     connection as evidence (core/executions.py `reap`), and, once none is left unfinished,
-    their presence withdrawn."""
-    for gone in presence.gone():
-        records = [store.reap(execution_id, gone=gone.conn) for execution_id in gone.held]
+    their presence withdrawn. What a worker holds is read from its presence and, since that is
+    half a second old at worst, from the leases of the running ones."""
+    gone = presence.gone()
+    if not gone:
+        return
+    named = presence.leases_named([g.conn for g in gone])
+    for worker in gone:
+        ids = set(worker.held) | named.get(worker.conn, set())
+        records = [store.reap(execution_id, gone=worker.conn) for execution_id in ids]
         if all(record is None or record.finished for record in records):
-            presence.withdraw(gone.worker_id)
+            presence.withdraw(worker.worker_id)
 
 
 def _presence(worker_id: str, raw) -> Gone | None:

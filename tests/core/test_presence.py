@@ -115,3 +115,20 @@ def test_a_connection_of_another_server_run_is_no_evidence(redis_url, store, ins
     for _ in range(3):
         reap_the_dead(store, watcher)
     assert store.get(worker.execution_id).status == Status.RUNNING
+
+
+def test_an_execution_claimed_since_the_workers_last_heartbeat_is_found_by_its_lease(
+    redis_url, store, instant_confirm
+):
+    worker = Worker(redis_url, store)
+    late = ExecutionRecord(secrets.token_hex(8), "wf")  # claimed after its last announcement
+    store.create(late)
+    assert store.claim(late, late.next(status=Status.RUNNING, claim="t2"),
+                       worker.leases.owner.lease("t2"))  # fmt: skip
+    watcher = Presence(store.client, store.keys, LEASE_SECONDS)
+    worker.client.close()
+    wait_until(lambda: watcher.gone(), 5, "Redis to forget the connection")
+    reap_the_dead(store, watcher)
+    reap_the_dead(store, watcher)
+    assert store.get(late.id).status == Status.CRASHED
+    assert store.get(worker.execution_id).status == Status.CRASHED
