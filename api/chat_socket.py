@@ -386,10 +386,24 @@ class ChatConnection:
             return False
         elif event.kind == Kind.NEXT and self._following_until is not None:
             return self._follow(str(event.body.get("executionId", "")))
+        elif event.kind == Kind.MISSED:
+            return self._caught_up(event.body)
         elif event.kind == Kind.BROKEN:
             if not self.closed.is_set():
                 self.send(error_frame(f"The chat was interrupted: {event.reason}"))
             return False
+        return True
+
+    def _caught_up(self, early: Event | None) -> bool:
+        """Events may have been missed (a gap, or subscribed again after the relay's connection
+        dropped): the messages from the execution's list, then the event after the gap, or a
+        look at the record, as after a quiet interval."""
+        self._write_pending()
+        if early is not None:
+            return self._relayed(early)
+        record = self._record()
+        if (record is None or record.finished) and self._ending is None:
+            self._ending = (record, time.monotonic() + DELIVERY_SECONDS)
         return True
 
     def _follow(self, execution_id: str) -> bool:

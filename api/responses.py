@@ -27,7 +27,7 @@ from api.http_response import Last
 from api.launcher import Launch
 from api.liveness import LivenessChecks
 from api.relay import Stream
-from core import chunks
+from core import chunks, replay
 from core.answers import output_text
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
@@ -55,7 +55,7 @@ class Outcome:
     stream's greenlet keeps a copy of (about 0.6 KB each; issue 14)."""
 
     __slots__ = ("launch", "stream", "store", "relay", "settings", "checks",
-                 "_unreachable_since", "_finished", "_delivery_until")  # fmt: skip
+                 "_unreachable_since", "_finished", "_delivery_until", "_caught_up")  # fmt: skip
 
     def __init__(self, launch: Launch, store: ExecutionStore, relay, settings, checks):
         assert launch.stream is not None, "an onReceived launch has no outcome to wait for"
@@ -68,18 +68,21 @@ class Outcome:
         self._unreachable_since: float | None = None
         self._finished: ExecutionRecord | None = None  # the record, once it showed the end
         self._delivery_until = 0.0
+        self._caught_up: list[Event] = []  # events read back from what was kept, to hand out
 
     def next_event(self) -> Event | None:
         """The next event; None means a quiet interval passed and the execution is still
         alive. The last is a `done` event, real or, when it never came (the execution was lost,
         or the relay lost it), made from the record; call `close` after it (or to give up)."""
+        if self._caught_up:
+            return self._caught_up.pop(0)
         if self._finished is not None:
             return self._delivered(self._finished)
-        event = self.stream.get(timeout=self.settings.keepalive_seconds)
+        event = self._checked(self.stream.get(timeout=self.settings.keepalive_seconds))
         if event is not None:
-            if event.kind == Kind.BROKEN:
-                return _done(FinalResult(Status.ERROR, event.reason))
             return event
+        if self._caught_up:
+            return self._caught_up.pop(0)
         try:
             record = self.checks.check(self.launch.execution_id)
         except redis.RedisError as err:
@@ -91,17 +94,51 @@ class Outcome:
             return None
         self._finished = record
         self._delivery_until = time.monotonic() + DELIVERY_SECONDS
+        if record.events is not None:  # what was published before its final event
+            self._catch_up(until=record.events - 1)
+        if self._caught_up:
+            return self._caught_up.pop(0)
         return self._delivered(record)
 
     def queued_event(self) -> Event | None:
         """The next event if it is here already (None without waiting): what came together is
         written together."""
+        if self._caught_up:
+            return self._caught_up.pop(0)
         if self._finished is not None:
             return None
-        event = self.stream.ready()
-        if event is not None and event.kind == Kind.BROKEN:
+        return self._checked(self.stream.ready())
+
+    def _checked(self, event: Event | None) -> Event | None:
+        """A channel's failure as the stream's end; missed events caught up on (then handed
+        out first: None if there were none)."""
+        if event is None:
+            return None
+        if event.kind == Kind.BROKEN:
             return _done(FinalResult(Status.ERROR, event.reason))
-        return event
+        if event.kind != Kind.MISSED:
+            return event
+        early: Event | None = event.body
+        self._catch_up(until=None if early is None else early.seq)
+        if early is None:
+            return None
+        if self.stream.next_seq != early.seq:
+            return _done(FinalResult(Status.ERROR, "Events of this execution were lost."))
+        self.stream.next_seq += 1
+        self._caught_up.append(early)
+        return self._caught_up.pop(0)
+
+    def _catch_up(self, until: int | None) -> None:
+        """The events from the stream's next number (up to `until`) that the worker kept
+        (core/replay.py), queued to hand out first."""
+        try:
+            kept = replay.kept(self.store.client, self.store.keys, self.launch.execution_id)
+        except redis.RedisError as err:
+            log.warning("execution %s: kept events unreadable: %s", self.launch.execution_id, err)
+            return
+        found = replay.missed(kept, self.stream.next_seq, until)
+        self.stream.next_seq += len(found)
+        self._caught_up += found
 
     def close(self) -> None:
         self.relay.unsubscribe(self.stream)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import builtins  # `list` below is a method name: annotations past it say builtins.list
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Stat
 from core.jsontext import dumps
 from core.keys import Keys
 from core.liveness import Verdict
+from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
 from core.redis_clients import is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
@@ -128,17 +130,18 @@ return 1
 
 # Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
 # KEYS: record, lease, queued, stop, [running index, queued index]
-# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
+# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline,
+#       the lease's value (core/presence.py Owner)
 _CLAIM_IT = """
 local function claim_it()
   local status, rev, claim = header(redis.call('GET', KEYS[1]))
   if status == 'running' and claim == ARGV[5] then
-    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+    redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
     return 1 + redis.call('EXISTS', KEYS[4])
   end
   if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+  redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
   redis.call('DEL', KEYS[3])
   if KEYS[5] then
     redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
@@ -158,7 +161,7 @@ _CLAIM_AT_TURN = (
     + LUA_TURN
     + _CLAIM_IT
     + """
-local turn = turn_of(KEYS[7], ARGV[6], 8)
+local turn = turn_of(KEYS[7], ARGV[6], 9)
 if turn[1] == 0 then return {0, turn[2] or ''} end
 return {1, claim_it()}
 """
@@ -172,7 +175,9 @@ return {1, claim_it()}
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
-#       17 queue deadline ms
+#       17 queue deadline ms, 18 a reap's evidence: a worker connection that is gone
+#       (core/presence.py; '' = none), 19 where the memory turns' keys begin in KEYS ('' = none:
+#       they are the last KEYS), 20... the turns (core/memory_turns.py)
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -180,6 +185,7 @@ _END = (
     _HEADER
     + liveness.LUA_JUDGE
     + _LEAVE_LINE
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -191,8 +197,12 @@ if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then
 end
 if ARGV[8] == '1' then
   if rev ~= tonumber(ARGV[1]) then return {'refused', ''} end
-  local verdict = judge(status, redis.call('EXISTS', KEYS[2]) == 1,
-                        redis.call('EXISTS', KEYS[3]) == 1)
+  local lease = redis.call('GET', KEYS[2])
+  -- A lease that still names a connection the reaper saw gone holds nothing: its process died.
+  if lease and ARGV[18] ~= '' and string.sub(lease, -#ARGV[18] - 1) == '@' .. ARGV[18] then
+    lease = false
+  end
+  local verdict = judge(status, lease ~= false, redis.call('EXISTS', KEYS[3]) == 1)
   if verdict == 'alive' then
     redis.call('DEL', KEYS[4])
     return {'alive', ''}
@@ -211,11 +221,13 @@ else
   if rev == tonumber(ARGV[1]) then
     for s in string.gmatch(ARGV[2], '[^,]+') do if s == status then allowed = true end end
   end
-  -- A worker that did finish replaces what a reaper concluded while it could not renew.
-  if not allowed and not (mine and status == 'crashed') then return {'refused', ''} end
+  -- An execution declared lost stays lost: its stream was told so, and its worker, should it
+  -- still be alive, writes nothing more (its memory turns included).
+  if not allowed then return {'refused', ''} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
+if ARGV[19] ~= '' then write_turns(tonumber(ARGV[19]), 20) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -265,9 +277,12 @@ return reply
 # A stop asked for meanwhile wins: it does not wait ('stopped').
 # KEYS: record, lease, replies, resume, taken, stop, [running index, waiting index]
 # ARGV: claim token, waiting record, ttl s, resume state, deadline ms ('' = none), execution id,
-#       expected rev, attempt
+#       expected rev, attempt, where the memory turns' keys begin in KEYS ('' = none: they are
+#       the last KEYS), the turns (core/memory_turns.py): written with the reply taken or the
+#       wait recorded, once (a retry answers from the taken mark or the waiting record)
 _PAUSE = (
     _HEADER
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -283,9 +298,11 @@ if redis.call('EXISTS', KEYS[6]) == 1 then return {'stopped'} end
 local reply = redis.call('LPOP', KEYS[3])
 if reply then
   redis.call('SET', KEYS[5], mark .. reply, 'EX', ARGV[3])
+  if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
   return {'reply', reply}
 end
 if rev ~= tonumber(ARGV[7]) then return {'refused'} end
+if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[3])
 redis.call('DEL', KEYS[2])
@@ -552,13 +569,14 @@ class ExecutionStore:
         return self._end_step(record, canceled, {Status.NEW, Status.WAITING}, result=final).written
 
     # --- a worker's steps -----------------------------------------------------------------
-    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> Claimed:
-        """`new -> running` with this worker's lease, if the record is still the `record`
-        the task carried (same revision); claimed again for a retry of this very claim. Whether
-        a stop was asked for already comes with it (falsy: not claimed)."""
+    def claim(self, record: ExecutionRecord, running: ExecutionRecord, lease: str = "") -> Claimed:
+        """`new -> running` with this worker's lease (its value `lease`, by default the claim
+        token), if the record is still the `record` the task carried (same revision); claimed
+        again for a retry of this very claim. Whether a stop was asked for already comes with
+        it (falsy: not claimed)."""
         execution_id = record.id
         deadline = now_ms() + self.lease_ms
-        keys, args = self._claim_keys_args(record, running, deadline)
+        keys, args = self._claim_keys_args(record, running, deadline, lease)
         claimed = Claimed(self._claim(keys=keys, args=args))
         if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -568,7 +586,7 @@ class ExecutionStore:
         return claimed
 
     def _claim_keys_args(
-        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int
+        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int, lease: str
     ) -> tuple[builtins.list[str], builtins.list[Any]]:
         """The claim script's KEYS and ARGV (the indexes too, on one Redis)."""
         execution_id = record.id
@@ -581,16 +599,16 @@ class ExecutionStore:
         if not self.cluster:
             keys += [self.keys.running(), self.keys.queued()]
         args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
-                execution_id, deadline]  # fmt: skip
+                execution_id, deadline, lease or running.claim]  # fmt: skip
         return keys, args
 
     def claim_at_turn(
-        self, record: ExecutionRecord, running: ExecutionRecord, line: str
+        self, record: ExecutionRecord, running: ExecutionRecord, line: str, lease: str = ""
     ) -> tuple[Claimed, Turn]:
         """`claim`, if it is the execution's turn in its session's `line`: one step for the
         common case, where nothing is ahead of it (one Redis only; a cluster turns, then
         claims)."""
-        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms)
+        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms, lease)
         keys.append(line)
         args += self.lines.key_halves()
         mine, answer = self._claim_at_turn(keys=keys, args=args)
@@ -604,6 +622,7 @@ class ExecutionStore:
         waiting: ExecutionRecord,
         resume_state: str,
         attempt: str,
+        turns: Sequence[TurnWrite] = (),
     ) -> tuple[str, str | None]:
         """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
         on), ("paused", None) once recorded `waiting`, ("stopped", None) when a stop was asked
@@ -623,7 +642,14 @@ class ExecutionStore:
             keys += [self.keys.running(), self.keys.waiting()]
         deadline = "" if waiting.wait_till is None else waiting.wait_till
         args = [running.claim, waiting.encode(), self.ttl, resume_state, deadline, execution_id,
-                running.rev, attempt]  # fmt: skip
+                running.rev, attempt, ""]  # fmt: skip
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join a wait's step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         if self.cluster and waiting.wait_till is not None:
             # Before the wait is recorded: a wait whose deadline nobody knows would last forever.
             self.client.zadd(self.keys.waiting(), {execution_id: waiting.wait_till})
@@ -644,34 +670,41 @@ class ExecutionStore:
         final: ExecutionRecord,
         event: str,
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Record the outcome and publish the final event (`event`, '' when the outbox delivers
-        it itself) in one step. Replaces a `crashed` a reaper wrote while this worker could not
-        renew its lease: it was not lost, and this is what happened. `successor`: the session's
-        next execution, started in the same step if replies were left over (one Redis only)."""
+        it itself) in one step, with the run's memory `turns` (one Redis only: in a cluster
+        they are other slots'). Refused once a reaper declared it lost: its stream was told
+        so. `successor`: the session's next execution, started in the same step if replies
+        were left over (one Redis only)."""
         return self._end_step(running, final, {Status.RUNNING}, event=event,
-                              claim=running.claim, successor=successor)  # fmt: skip
+                              claim=running.claim, successor=successor, turns=turns)  # fmt: skip
 
     # --- anyone ---------------------------------------------------------------------------
-    def reap(self, execution_id: str) -> ExecutionRecord | None:
+    def reap(self, execution_id: str, gone: str = "") -> ExecutionRecord | None:
         """End the execution `crashed` if it is lost (core/liveness.py), once the loss is
-        confirmed; the record as it now stands (None if gone)."""
+        confirmed; the record as it now stands (None if gone). `gone`: a worker connection
+        that no longer exists (core/presence.py): a lease that names it holds nothing."""
         record = self.get(execution_id)
         if record is None or record.finished:
             return record
-        crashed = record.next(status=Status.CRASHED, error=self.lost_reason(record),
-                              stopped_at=now_ms())  # fmt: skip
+        reason = self.lost_reason(record, died=bool(gone))
+        crashed = record.next(status=Status.CRASHED, error=reason, stopped_at=now_ms())
         final = FinalResult(Status.CRASHED, crashed.error)
-        ended = self._end_step(record, crashed, set(), result=final, reap=True)
+        ended = self._end_step(record, crashed, set(), result=final, reap=True, gone=gone)
         if ended.outcome == "ok":
             return crashed
         if ended.outcome == "refused":  # written meanwhile by someone else: as it stands
             return self.get(execution_id)
         return record
 
-    def lost_reason(self, record: ExecutionRecord) -> str:
+    def lost_reason(self, record: ExecutionRecord, died: bool = False) -> str:
+        if record.status == Status.RUNNING and died:
+            return "The worker running this execution died (its process is gone)."
         if record.status == Status.RUNNING:
             return "The worker running this execution was lost (it stopped renewing its lease)."
+        if died:
+            return "The worker that took this execution died before it could start it."
         waited = now_ms() - (record.queued_at or record.created_at)
         if waited >= self.queue_timeout_ms:
             return f"No worker started this execution within {self.queue_timeout_ms / 1000:g} s."
@@ -707,7 +740,9 @@ class ExecutionStore:
         event: str = "",
         claim: str = "",
         reap: bool = False,
+        gone: str = "",
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Write `final` over `current` (same revision, status in `allowed`), publish the
         final event (`event`, or a control event of `result`), drop what kept it alive, and hand
@@ -753,13 +788,22 @@ class ExecutionStore:
             execution_id,
             turn[0],
             turn[1],
-            liveness.CONFIRM_MS,
+            liveness.GONE_CONFIRM_MS if gone else liveness.CONFIRM_MS,
             "" if successor is None else successor.encode(),
             "" if successor is None else successor.id,
             self.queue_timeout_ms,
             now,
             now + self.queue_timeout_ms,
+            gone,
+            "",
         ]
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join an end step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         outcome, started, *leftovers = self._end(keys=keys, args=args)
         if outcome == "ok" and self.cluster:
             pipe = self.client.pipeline(transaction=False)

@@ -80,9 +80,12 @@ class Settings:
     keepalive_seconds: float = 5.0
     # A chat socket whose client leaves heartbeats unanswered this long is closed (n8n's 60 s).
     chat_heartbeat_timeout_seconds: float = 60.0
-    # A worker renews its lease on running executions every second; one that misses this long
-    # is considered lost and its executions fail. Bounds how long a stream waits on a dead worker.
-    lease_seconds: float = 5.0
+    # A worker renews its lease on running executions twice a second; one that misses this long
+    # is considered lost and its executions fail. A worker whose process died is noticed within
+    # about two seconds by its closed connection (core/presence.py); the lease is the bound for
+    # one that is silent but may be alive: paused by the OS, starved of CPU, cut off by the
+    # network. Long enough that those come back and go on.
+    lease_seconds: float = 30.0
     # How many webhook requests one api process works on at once before their streams open
     # (lookups, records, subscriptions, enqueueing: a few Redis round trips each); the rest wait
     # their turn, so a burst of thousands queues here instead of on the Redis pool.

@@ -29,7 +29,9 @@ import redis
 
 from core import chunks, events
 from core.events import Event, Kind
-from core.redis_clients import Quick, publish
+from core.keys import sent_of
+from core.redis_clients import Quick, publish, publish_command, script_sha
+from core.replay import PUBLISH_KEPT, REPLAY_SECONDS
 from core.results import FinalResult
 from core.retry import TRANSIENT
 from worker.greenlets import Background
@@ -44,10 +46,22 @@ PUBLISH_RETRY_SECONDS = 60.0
 # api's relay for each, api CPU per message x0.90 and worker x0.95 (bench/compare.py). An
 # execution streaming alone publishes at once.
 TURN_SECONDS = 1e-6
+_KEPT_MS = REPLAY_SECONDS * 1000
 
 
 def let_the_loop_turn() -> None:
     time.sleep(TURN_SECONDS)
+
+
+@dataclass(frozen=True)
+class _Publish:
+    channel: str
+    message: bytes
+    kept: bool  # a numbered event, kept for a subscriber that misses it (core/replay.py)
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, redis.exceptions.NoScriptError)
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,7 @@ class Outbox:
         # silence every execution of this worker.
         self._thread = Background(self._serve, "outbox")
         self._busy = False
+        self._kept_sha = script_sha(PUBLISH_KEPT)
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, _chunk(chunk))
@@ -159,13 +174,15 @@ class Outbox:
         publishes = []
         for channel, pending in batch.items():
             try:
-                messages = [m.encode("utf-8") for m in self._messages(channel, pending)]
+                messages = [
+                    (m.encode("utf-8"), kept) for m, kept in self._messages(channel, pending)
+                ]
             except Exception:
                 # This channel's subscribers see a gap in the sequence and say the events were
                 # lost; the other executions in the batch go out as usual.
                 log.exception("events for %s could not be encoded; dropped", channel)
                 continue
-            publishes += [(channel, message) for message in messages]
+            publishes += [_Publish(channel, message, kept) for message, kept in messages]
         if not publishes:
             return
         delay, deadline = 0.1, time.monotonic() + PUBLISH_RETRY_SECONDS
@@ -183,19 +200,35 @@ class Outbox:
                 self._sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _send(self, publishes: list[tuple[str, bytes]]) -> None:
-        """One round trip for the whole batch: the quick way on one Redis, else a pipeline."""
+    def _send(self, publishes: list[_Publish]) -> None:
+        """One round trip for the whole batch: the quick way on one Redis, else a pipeline.
+        A numbered event is kept as it is published (core/replay.py)."""
         if self._quick is not None:
-            replies = self._quick.exchange([("PUBLISH", c, m) for c, m in publishes])
+            replies = self._quick.exchange([self._command(p) for p in publishes])
+            forgot = [p for p, r in zip(publishes, replies, strict=True) if _no_script(r)]
+            if forgot:  # Redis restarted, or flushed its scripts: nothing of these ran
+                self._kept_sha = self.client.script_load(PUBLISH_KEPT)
+                replies = self._quick.exchange([self._command(p) for p in forgot])
             # As the pipeline's execute: a refused publish (an ACL, say) is an error to log.
             refused = next((r for r in replies if isinstance(r, redis.ResponseError)), None)
             if refused is not None:
                 raise refused
             return
         pipe = self.client.pipeline(transaction=False)
-        for channel, message in publishes:
-            publish(pipe, channel, message)
+        for p in publishes:
+            if p.kept:
+                # (as a command: a cluster's pipeline has no eval(), yet routes EVAL by its keys)
+                pipe.execute_command("EVAL", PUBLISH_KEPT, 2, p.channel, sent_of(p.channel),
+                                     p.message, _KEPT_MS, publish_command(pipe))  # fmt: skip
+            else:
+                publish(pipe, p.channel, p.message)
         pipe.execute()
+
+    def _command(self, p: _Publish) -> tuple:
+        if not p.kept:
+            return ("PUBLISH", p.channel, p.message)
+        return ("EVALSHA", self._kept_sha, 2, p.channel, sent_of(p.channel), p.message,
+                _KEPT_MS, "PUBLISH")  # fmt: skip
 
     def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
         """Whatever happened to the batch, executions waiting for a flush go on."""
@@ -206,9 +239,12 @@ class Outbox:
                 if isinstance(entry, _Flush):
                     entry.done.set()
 
-    def _messages(self, channel: str, pending: list[Event | _Chunk | _Flush]) -> list[str]:
-        """Consecutive chunks become one `lines` event; other events keep their place."""
-        messages: list[str] = []
+    def _messages(
+        self, channel: str, pending: list[Event | _Chunk | _Flush]
+    ) -> list[tuple[str, bool]]:
+        """Consecutive chunks become one `lines` event; other events keep their place. Each
+        with whether it is kept (numbered: an execution's, not an editor's push)."""
+        messages: list[tuple[str, bool]] = []
         lines: list[_Chunk] = []
         for entry in pending:
             if isinstance(entry, _Flush):
@@ -224,13 +260,13 @@ class Outbox:
             messages.append(self._message(channel, _joined(lines)))
         return messages
 
-    def _message(self, channel: str, event: Event) -> str:
+    def _message(self, channel: str, event: Event) -> tuple[str, bool]:
         if event.kind == Kind.PUSH:  # push channels mix executions and workers: no sequence
-            return events.encode(event)
+            return events.encode(event), False
         with self._lock:
             seq = self._seq.get(channel, 0)
             self._seq[channel] = seq + 1
-        return events.encode(events.numbered(event, seq))
+        return events.encode(events.numbered(event, seq)), True
 
 
 class LocalOutbox:
