@@ -17,6 +17,7 @@ from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore
 from core.keys import Keys
 from core.leases import LeaseStore
+from core.pruning import Pruner
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
@@ -73,6 +74,7 @@ class WorkerRuntime:
             expire_wait=self._wait_expired,
         )
         self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases)
+        self.pruner = Pruner.from_settings(self.store, settings).watch()  # the watch's rounds
         self.runner = ExecutionRunner(
             settings,
             self.store,
