@@ -49,6 +49,15 @@ REDIS_FULL = (
     "Redis is full (maxmemory): it refuses new writes until older executions are pruned or it "
     "is given more memory. Try again shortly."
 )
+
+
+class RedisFull(Exception):
+    """A write Redis refused for want of memory, said plainly (Redis' own words name keys)."""
+
+    def __init__(self) -> None:
+        super().__init__(REDIS_FULL)
+
+
 # How soon a client may try again when Redis is full: a pruning round is seconds away.
 REDIS_FULL_RETRY_AFTER_SECONDS = 30
 

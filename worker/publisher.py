@@ -114,6 +114,12 @@ class Outbox:
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, _chunk(chunk))
 
+    @property
+    def numbered(self) -> int:
+        """Channels whose numbering it keeps: executions that stream here now."""
+        with self._lock:
+            return len(self._seq)
+
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
         with self._lock:
