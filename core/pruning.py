@@ -162,14 +162,20 @@ class Pruner:
         if done.examined >= self.batch:
             self._next_at = now + BACKLOG_EVERY_SECONDS
         if done.deleted or done.gone:
-            log.info("pruned %d execution(s), dropped %d expired one(s) from the indexes",
+            log.debug("pruned %d execution(s), dropped %d expired one(s) from the indexes",
                      done.deleted, done.gone)  # fmt: skip
         return done
 
     def _locked(self) -> bool:
+        """This worker holds `executions:pruning` (taken now, or kept from its last round)."""
+        key = self.keys.pruning()
         try:
-            taken = self.client.set(self.keys.pruning(), self._token, nx=True, px=LOCK_MS)
-            return bool(taken) or self.client.get(self.keys.pruning()) == self._token
+            if self.client.set(key, self._token, nx=True, px=LOCK_MS):
+                return True
+            if _text(self.client.get(key) or "") != self._token:
+                return False
+            self.client.pexpire(key, LOCK_MS)
+            return True
         except redis.OutOfMemoryError:
             return True  # Redis is full: deleting is what frees it, and it is allowed
 
