@@ -446,7 +446,9 @@ class ChatConnection:
         if not self.awaiting:
             self.send(CONTINUE)
         self.next_n = int(message["n"]) + 1
-        self.waits.mark_delivered(self.execution_id, self.next_n)
+        # Redis full: the count goes with the next message's (a reconnect may show this again).
+        with contextlib.suppress(redis.OutOfMemoryError):
+            self.waits.mark_delivered(self.execution_id, self.next_n)
 
     def _end(self, record: ExecutionRecord | None, result: FinalResult | None = None) -> None:
         """The execution ended: say why if it did not succeed; the socket then closes."""

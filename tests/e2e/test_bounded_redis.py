@@ -104,8 +104,10 @@ def test_when_redis_is_full_webhooks_chats_and_rest_writes_get_503_with_the_reas
 def test_when_redis_is_full_a_chat_sockets_reply_gets_the_reason_and_the_wait_goes_on(deploy):
     workflow = deploy.activate(ask_name_workflow())
     execution_id = start(deploy.base, workflow, "full-socket")
+    delivered = deploy.keys.execution_delivered(execution_id)
     with open_chat(deploy.base, "full-socket", execution_id) as ws:
         assert next_frame(ws) == FIRST
+        wait_until(lambda: deploy.redis.get(delivered) == "1", 10, "the delivery noted")
         with full(deploy):
             send_reply(ws, "full-socket", "Ada")
             assert error_message(next_frame(ws)) == REDIS_FULL
