@@ -156,9 +156,13 @@ class Pruner:
         if now < self._next_at:
             return None
         self._next_at = now + PRUNE_EVERY_SECONDS
+        window = self._window()  # read first: an idle deployment's rounds write nothing
+        if not window.members:
+            self._cursor = 0
+            return None
         if not self._locked():
             return None
-        done = self.run()
+        done = self.run(window)
         if done.examined >= self.batch:
             self._next_at = now + BACKLOG_EVERY_SECONDS
         if done.deleted or done.gone:
@@ -179,9 +183,10 @@ class Pruner:
         except redis.OutOfMemoryError:
             return True  # Redis is full: deleting is what frees it, and it is allowed
 
-    def run(self) -> Round:
-        """One round: at most `batch` history entries examined, those the rules select deleted."""
-        window = self._window()
+    def run(self, window: _Window | None = None) -> Round:
+        """One round: at most `batch` history entries examined, those the rules select deleted
+        (in `window`, when it was read already)."""
+        window = window or self._window()
         done = Round(examined=len(window.members))
         if not window.members:
             self._cursor = 0

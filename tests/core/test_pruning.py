@@ -160,20 +160,29 @@ def test_a_round_runs_every_ten_seconds_and_each_second_while_a_backlog_lasts(st
     assert prunes.run_if_due(lambda: clock[0]) is None
     clock[0] += 0.01
     assert prunes.run_if_due(lambda: clock[0]).deleted == 1
+    finished(store, "e4", at=5)
     clock[0] += BACKLOG_EVERY_SECONDS
     assert prunes.run_if_due(lambda: clock[0]) is None  # no backlog any more
     clock[0] += PRUNE_EVERY_SECONDS
-    assert prunes.run_if_due(lambda: clock[0]) is not None
+    assert prunes.run_if_due(lambda: clock[0]).deleted == 1
+
+
+def test_a_round_with_nothing_to_prune_writes_nothing(store, keys):
+    finished(store, "e1")
+    before = set(store.client.scan_iter(match=f"{keys.prefix}*"))
+    assert pruner(store, max_count=5).run_if_due() is None
+    assert set(store.client.scan_iter(match=f"{keys.prefix}*")) == before
 
 
 def test_one_worker_prunes_at_a_time_and_two_rounds_at_once_delete_each_execution_once(store):
     for i in range(4):
         finished(store, f"e{i}", at=i + 1)
     first, second = pruner(store, max_count=2), pruner(store, max_count=2)
-    assert first.run_if_due() is not None
-    assert second.run_if_due() is None  # the lock is the first one's
+    assert first.run_if_due().deleted == 2
     for i in range(4, 6):
         finished(store, f"e{i}", at=i + 1)
+    assert second.run_if_due() is None  # work to do, but the lock is the first one's
+    assert len(history(store)) == 4
     rounds = [first.run(), second.run()]
     assert sum(r.deleted for r in rounds) == 2
     assert history(store) == ["e4", "e5"]
