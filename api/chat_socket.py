@@ -46,6 +46,7 @@ import threading
 import time
 from typing import Any
 
+import redis
 from flask import Flask, current_app, jsonify, request
 
 from api import bodies, resume_tokens
@@ -62,6 +63,7 @@ from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import NOT_JSON, dumps
 from core.results import FinalResult
+from core.retention import REDIS_FULL
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatSettings, ChatTrigger, chat_settings
@@ -458,7 +460,9 @@ class ChatConnection:
         if not self.awaiting:
             self.send(CONTINUE)
         self.next_n = int(message["n"]) + 1
-        self.waits.mark_delivered(self.execution_id, self.next_n)
+        # Redis full: the count goes with the next message's (a reconnect may show this again).
+        with contextlib.suppress(redis.OutOfMemoryError):
+            self.waits.mark_delivered(self.execution_id, self.next_n)
 
     def _end(self, record: ExecutionRecord | None, result: FinalResult | None = None) -> None:
         """The execution ended: say why if it did not succeed; the socket then closes."""
@@ -512,6 +516,9 @@ class ChatConnection:
         except ReplyRefused as err:
             self.awaiting = awaiting
             self.send(error_frame(str(err)))
+        except redis.OutOfMemoryError:  # as HTTP's 503: nothing changed, the wait goes on
+            self.awaiting = awaiting
+            self.send(error_frame(REDIS_FULL))
 
     def _reply(self, data: str) -> dict[str, Any] | None:
         """The frame as a reply, under the body rules of every door; None for an ack."""

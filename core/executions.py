@@ -43,7 +43,7 @@ from core import events, liveness
 from core.clock import now_ms
 from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Status
 from core.jsontext import dumps
-from core.keys import Keys
+from core.keys import Keys, history_member
 from core.liveness import Verdict
 from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
 from core.redis_clients import is_cluster, publish_command, script
@@ -91,14 +91,14 @@ end
 # enqueued only once Redis holds the subscription (no event can be missed); when the script
 # ran first, the api waits for the confirmation and runs it again.
 # KEYS: record, queued, items, queued index, workflow's executions, line, task queue
-#       (line and task queue are only touched when ARGV says so), [webhooks, workflow]
+#       (line and task queue are only touched when ARGV says so), history, [webhooks, workflow]
 # ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
 #       items ('' = none), in a line ('1'/'0'), task message ('' = none), join ('1'/'0'),
 #       the halves around an id of a record's key, the events' channel ('' = none),
-#       [webhook field, workflow id, its SHA-1]
+#       its history member, [webhook field, workflow id, its SHA-1]
 _CREATE = f"""
-if ARGV[14] and (redis.call('HGET', KEYS[8], ARGV[14]) ~= ARGV[15]
-    or redis.sha1hex(redis.call('GET', KEYS[9]) or '') ~= ARGV[16]) then
+if ARGV[15] and (redis.call('HGET', KEYS[9], ARGV[15]) ~= ARGV[16]
+    or redis.sha1hex(redis.call('GET', KEYS[10]) or '') ~= ARGV[17]) then
   return 0
 end
 if ARGV[10] == '1' and ARGV[8] == '1' then
@@ -120,6 +120,7 @@ if ARGV[7] ~= '' then redis.call('SET', KEYS[3], ARGV[7], 'EX', ARGV[2]) end
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4])
 redis.call('ZADD', KEYS[5], ARGV[6], ARGV[4])
 redis.call('EXPIRE', KEYS[5], ARGV[2])
+redis.call('ZADD', KEYS[8], ARGV[6], ARGV[14])
 if ARGV[8] == '1' then
   redis.call('RPUSH', KEYS[6], ARGV[4])
   redis.call('EXPIRE', KEYS[6], ARGV[2])
@@ -170,14 +171,15 @@ return {1, claim_it()}
 # The end of an execution: finish, cancel, a failed start, or a reap.
 # KEYS: record, lease, queued, suspect, resume, replies, channel, taken, next, items,
 #       [running index, queued index, waiting index, session line,
-#        successor's record, queued, replies; the workflow's index]
+#        successor's record, queued, replies; the workflow's index; history]
 # ARGV: 1 expected rev, 2 allowed statuses (comma separated), 3 final record, 4 ttl s,
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
 #       17 queue deadline ms, 18 a reap's evidence: a worker connection that is gone
-#       (core/presence.py; '' = none), 19 where the memory turns' keys begin in KEYS ('' = none:
-#       they are the last KEYS), 20... the turns (core/memory_turns.py)
+#       (core/presence.py; '' = none), 19 the successor's history member ('' = none), 20 where
+#       the memory turns' keys begin in KEYS ('' = none: they are the last KEYS), 21... the
+#       turns (core/memory_turns.py)
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -227,7 +229,7 @@ else
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
-if ARGV[19] ~= '' then write_turns(tonumber(ARGV[19]), 20) end
+if ARGV[20] ~= '' then write_turns(tonumber(ARGV[20]), 21) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -246,6 +248,7 @@ if #leftovers > 0 and ARGV[13] ~= '' and KEYS[15] then
   redis.call('EXPIRE', KEYS[17], ARGV[4])
   redis.call('ZADD', KEYS[18], ARGV[16], successor)
   redis.call('EXPIRE', KEYS[18], ARGV[4])
+  redis.call('ZADD', KEYS[19], ARGV[16], ARGV[19])
   redis.call('ZADD', KEYS[12], ARGV[17], successor)
   if KEYS[14] ~= '' then redis.call('LINSERT', KEYS[14], 'AFTER', ARGV[9], successor) end
   redis.call('SET', KEYS[9], leftovers[1], 'EX', ARGV[4])
@@ -480,11 +483,13 @@ class ExecutionStore:
             self.keys.workflow_executions(record.workflow_id),
             line or self.keys.queued(),  # not touched without a line
             queue,
+            self.keys.executions_history(),
         ]
         now = now_ms()
         args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
                 now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
-                int(join), *self.keys.execution("\0").split("\0"), channel]  # fmt: skip
+                int(join), *self.keys.execution("\0").split("\0"), channel,
+                history_member(execution_id, record.workflow_id)]  # fmt: skip
         if route is not None:
             keys += [self.keys.webhooks(), self.keys.workflow(route.workflow_id)]
             args += [route.field, route.workflow_id, route.digest]
@@ -509,6 +514,8 @@ class ExecutionStore:
         own.zadd(self.keys.queued(), {execution_id: now_ms() + self.queue_timeout_ms})
         own.zadd(self.keys.workflow_executions(record.workflow_id), {execution_id: now_ms()})
         own.expire(self.keys.workflow_executions(record.workflow_id), self.ttl)
+        member = history_member(execution_id, record.workflow_id)
+        own.zadd(self.keys.executions_history(), {member: now_ms()})
         line = self.lines.key(record)
         if line:
             own.rpush(line, execution_id)
@@ -773,6 +780,7 @@ class ExecutionStore:
                     self.keys.execution_queued(successor.id),
                     self.keys.execution_replies(successor.id),
                     self.keys.workflow_executions(successor.workflow_id),
+                    self.keys.executions_history(),
                 ]
         turn = self.keys.execution_turn("\0").split("\0")
         now = now_ms()
@@ -795,6 +803,7 @@ class ExecutionStore:
             now,
             now + self.queue_timeout_ms,
             gone,
+            "" if successor is None else history_member(successor.id, successor.workflow_id),
             "",
         ]
         if turns:

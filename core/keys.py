@@ -38,6 +38,10 @@
 |                                  |         | reapers look; the lease key is the truth                  |
 | executions:queued                | ZSET    | new execution ids, score = queue deadline (ms): likewise  |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
+| executions:history               | ZSET    | every execution not yet pruned, "<id> <workflowId>",      |
+|                                  |         | score = creation time (ms): what pruning walks, oldest    |
+|                                  |         | first (core/retention.py)                                 |
+| executions:pruning               | STRING  | held by the worker pruning now; short TTL                 |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
 | worker:<workerId>                | STRING  | a worker's presence: its heartbeat connection and the     |
 |                                  |         | executions it holds; TTL = the lease (core/presence.py)   |
@@ -250,6 +254,12 @@ class Keys:
     def workflow_executions(self, workflow_id: str) -> str:
         return f"{self.prefix}executions:workflow:{workflow_id}"
 
+    def executions_history(self) -> str:
+        return f"{self.prefix}executions:history"
+
+    def pruning(self) -> str:
+        return f"{self.prefix}executions:pruning"
+
     def session_queue(self, workflow_id: str, session_id: str) -> str:
         if self.cluster:
             return f"{self.prefix}session:{{{workflow_id}:{session_id}}}"
@@ -278,6 +288,18 @@ def sent_of(channel: str) -> str:
     if not channel.endswith(_EVENTS):
         raise ValueError(f"{channel!r} is not an execution's channel")
     return channel[: -len(_EVENTS)] + ":sent"
+
+
+def history_member(execution_id: str, workflow_id: str) -> str:
+    """An execution's member of `executions:history`: its id, then its workflow's (an execution
+    id holds no space), so pruning finds the workflow's index even once the record is gone."""
+    return f"{execution_id} {workflow_id}"
+
+
+def history_entry(member: str) -> tuple[str, str]:
+    """(execution id, workflow id) of a `history_member`."""
+    execution_id, _, workflow_id = member.partition(" ")
+    return execution_id, workflow_id
 
 
 def _escape_id(workflow_id: str) -> str:

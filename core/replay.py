@@ -37,8 +37,9 @@ def kept(client, keys: Keys, execution_id: str) -> list:
 
 def missed(kept: list[str | bytes], start: int, stop: int | None = None) -> list[Event]:
     """The events numbered from `start` (up to, not including, `stop`) among those kept, in
-    order and each once (a publish retried after a timeout may be kept twice), as far as they
-    follow each other without a hole."""
+    order and each once, as far as they follow each other without a hole. A number kept twice
+    is a publish retried after a timeout (the same event), or an execution that waited and
+    resumed, whose new run numbers afresh: the later one counts."""
     found: dict[int, Event] = {}
     for raw in kept:
         try:
@@ -47,7 +48,7 @@ def missed(kept: list[str | bytes], start: int, stop: int | None = None) -> list
             continue
         seq = event.seq
         if seq is not None and seq >= start and (stop is None or seq < stop):
-            found.setdefault(seq, event)
+            found[seq] = event
     run = []
     while start in found:
         run.append(found[start])

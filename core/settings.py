@@ -73,8 +73,22 @@ class Settings:
     # long loops): a run that computes rather than waits is stopped well before the wall-clock
     # timeout, and never starves the worker's lease greenlet for long.
     execution_cpu_seconds: float = 60.0
-    # Executions are kept a week, like n8n's default pruning age.
-    executions_ttl: int = 7 * 24 * 3600
+    # How long Redis keeps an execution's keys after their last write (seconds): the backstop
+    # under the pruning below. Unset, it follows EXECUTIONS_DATA_MAX_AGE, so a finished
+    # execution expires that long after it stopped, as n8n prunes (core/retention.py).
+    executions_ttl: int = 336 * 3600
+    # n8n's pruning of execution history, with its names and defaults (core/retention.py):
+    # finished executions older than max age (hours) or beyond the newest max count go.
+    executions_prune: bool = True
+    executions_max_age_hours: float = 336.0
+    executions_prune_max_count: int = 10_000
+    # A manual run that is not to be saved stays this long (hours), as n8n's soft-deleted
+    # ones do: the user may look at it while building the workflow.
+    executions_hard_delete_buffer_hours: float = 1.0
+    # n8n's global save defaults ("all" or "none"), which a workflow's settings override.
+    executions_save_on_success: str = "all"
+    executions_save_on_error: str = "all"
+    executions_save_manual: bool = True
     # Quiet streams get a keepalive line after this long; also how often a relay checks that
     # the execution's worker is still alive.
     keepalive_seconds: float = 5.0
@@ -153,7 +167,7 @@ class Settings:
             execution_cpu_seconds=_float(
                 "MINI_N8N_EXECUTION_CPU_SECONDS", cls.execution_cpu_seconds
             ),
-            executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
+            **_retention(),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             chat_heartbeat_timeout_seconds=_float(
                 "MINI_N8N_CHAT_HEARTBEAT_TIMEOUT", cls.chat_heartbeat_timeout_seconds
@@ -177,3 +191,38 @@ class Settings:
             or cls.worker_metrics_host,
             log_format=(os.environ.get("MINI_N8N_LOG_FORMAT") or cls.log_format).lower(),
         )
+
+
+def _save_mode(name: str, default: str) -> str:
+    value = (os.environ.get(name) or default).strip().lower()
+    if value not in ("all", "none"):
+        raise ValueError(f"{name} must be all or none, not {value!r}")
+    return value
+
+
+def _retention() -> dict:
+    """n8n's execution pruning and save settings; MINI_N8N_EXECUTIONS_TTL (seconds), the older
+    name, is the keys' time to live when set, else the max age."""
+    max_age = _float("EXECUTIONS_DATA_MAX_AGE", Settings.executions_max_age_hours)
+    if max_age <= 0:
+        raise ValueError("EXECUTIONS_DATA_MAX_AGE must be a number of hours above 0")
+    return {
+        "executions_ttl": _int("MINI_N8N_EXECUTIONS_TTL", max(1, round(max_age * 3600))),
+        "executions_prune": _bool("EXECUTIONS_DATA_PRUNE", Settings.executions_prune),
+        "executions_max_age_hours": max_age,
+        "executions_prune_max_count": _int(
+            "EXECUTIONS_DATA_PRUNE_MAX_COUNT", Settings.executions_prune_max_count
+        ),
+        "executions_hard_delete_buffer_hours": _float(
+            "EXECUTIONS_DATA_HARD_DELETE_BUFFER", Settings.executions_hard_delete_buffer_hours
+        ),
+        "executions_save_on_success": _save_mode(
+            "EXECUTIONS_DATA_SAVE_ON_SUCCESS", Settings.executions_save_on_success
+        ),
+        "executions_save_on_error": _save_mode(
+            "EXECUTIONS_DATA_SAVE_ON_ERROR", Settings.executions_save_on_error
+        ),
+        "executions_save_manual": _bool(
+            "EXECUTIONS_DATA_SAVE_MANUAL_EXECUTIONS", Settings.executions_save_manual
+        ),
+    }

@@ -31,6 +31,7 @@ from core.jsontext import dumps, loads
 from core.keys import Keys
 from core.memory_turns import TurnWrite
 from core.redis_clients import Quick
+from core.retention import RedisFull
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
 
@@ -80,6 +81,12 @@ class RedisMemory(ChatMemory):
         return self._read(session_key, stop=2 * window - 1)
 
     def add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
+        try:
+            self._add_turn(session_key, messages)
+        except redis.OutOfMemoryError as err:  # said plainly: Redis' words name the key and turn
+            raise RedisFull() from err
+
+    def _add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
         if not messages:
             return  # LPUSH needs at least one element
         write = self.turn(session_key, messages)

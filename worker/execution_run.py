@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
 from core import events, jsontext
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
@@ -30,6 +32,7 @@ from core.executions import Claimed, Ended, ExecutionStore
 from core.leases import LeaseStore
 from core.redis_clients import publish
 from core.results import FinalResult
+from core.retention import REDIS_FULL, Retention
 from core.retry import retrying
 from core.settings import Settings
 from core.stops import STOPPED_WAITING
@@ -85,6 +88,7 @@ class ExecutionRunner:
         self.workflows = WorkflowCache()
         self.conversations = Conversations(store, outbox)
         self.snapshots = WorkflowSnapshots(store.client, store.keys, settings.executions_ttl)
+        self.retention = Retention(store, settings)
 
     def run(self, message: dict[str, Any]) -> str:
         """Run the task's execution; its final status, or "dropped" if it was not ours to run."""
@@ -342,6 +346,8 @@ class ExecutionRunner:
             )
         except Exception as err:  # Redis stayed away: the lease runs out and a reaper ends it
             log.error("execution %s: outcome not recorded: %s", running.id, err)
+            if isinstance(err, redis.OutOfMemoryError):  # its stream is told why, at once
+                self.outbox.refused(channel, seq, REDIS_FULL)
             claim.ended(Status.CRASHED)
             return Status.CRASHED
         memory.step_done()
@@ -350,6 +356,7 @@ class ExecutionRunner:
                         "or stopped): its outcome and memory turns are dropped", running.id)  # fmt: skip
         else:
             self.outbox.delivered(channel, event)
+            self.retention.ended(final, lambda: self._workflow(payload).settings)
         status = Status(run.status) if ended.written else Status.CRASHED
         claim.ended(status)
         if ended.written and ended.leftovers:

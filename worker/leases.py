@@ -33,6 +33,7 @@ from core.execution_record import Status
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
 from core.presence import Presence, reap_the_dead
+from core.pruning import prune_if_due
 from core.settings import Settings
 from core.waiting import WaitingStore
 from worker.greenlets import start_os_thread
@@ -156,6 +157,7 @@ class Leases:
             self._reap_if_due()
             for record in self.waits.due():
                 self._expire_wait(record)
+            prune_if_due(self.store)  # the execution history, at its own pace (core/pruning.py)
         except redis.RedisError as err:
             log.warning("could not look for lost executions: %s", err)
         except Exception:  # never stop watching

@@ -9,7 +9,10 @@ The messages are core.events: consecutive chunks become one numbered `lines` eve
 
 The final event is not published here: once everything before it is out (`flush`), the outbox
 numbers it (`final`) and the execution's end publishes it in the same step that records the
-outcome (core/executions.py `finish`). While Redis is unreachable a batch is tried again, with
+outcome (core/executions.py `finish`). A channel's numbering is kept from its first event to its
+final one, or until the execution leaves this worker otherwise (`forget`: it waits for a reply,
+and may resume on another worker, which numbers its events afresh), so nothing is kept for an
+execution that no longer runs here. While Redis is unreachable a batch is tried again, with
 backoff, for up to PUBLISH_RETRY_SECONDS; what still fails is dropped, and its subscribers see
 the gap in the numbering when the final event comes.
 """
@@ -29,6 +32,7 @@ import redis
 
 from core import chunks, events
 from core.events import Event, Kind
+from core.execution_record import Status
 from core.keys import sent_of
 from core.redis_clients import Quick, publish, publish_command, script_sha
 from core.replay import PUBLISH_KEPT, REPLAY_SECONDS
@@ -85,6 +89,16 @@ class _Flush:
         self.done = threading.Event()
 
 
+class _Forget:
+    """A marker in a channel's queue: its numbering is dropped once everything before it was
+    numbered (a numbering dropped earlier would come back with the events still pending)."""
+
+    __slots__ = ()
+
+
+_FORGET = _Forget()
+
+
 def _joined(chunks: list[_Chunk]) -> Event:
     return events.lines(
         "".join(c.line for c in chunks),
@@ -102,7 +116,9 @@ class Outbox:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush]] = OrderedDict()  # in order
+        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]] = (
+            OrderedDict()
+        )  # in order
         self._seq: dict[str, int] = {}
         # Started on first use, and again should it ever die: one bad message must not
         # silence every execution of this worker.
@@ -112,6 +128,12 @@ class Outbox:
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, _chunk(chunk))
+
+    @property
+    def numbered(self) -> int:
+        """Channels whose numbering it keeps: executions that stream here now."""
+        with self._lock:
+            return len(self._seq)
 
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
@@ -142,7 +164,22 @@ class Outbox:
     def delivered(self, channel: str, event: str) -> None:
         """The final event went out with the end's own step: nothing left to do here."""
 
-    def _put(self, channel: str, event: Event | _Chunk | _Flush) -> None:
+    def forget(self, channel: str) -> None:
+        """The execution left this worker without a final event (it waits for a reply): its
+        numbering goes once what it handed over is out."""
+        self._put(channel, _FORGET)
+
+    def refused(self, channel: str, seq: int, error: str) -> None:
+        """Redis refused to record the end (it is full): the stream still ends, with `error`
+        as its final event (a publish needs no memory; the record is ended by a reaper once
+        Redis has room again)."""
+        message = events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+        try:
+            publish(self.client, channel, message)
+        except redis.RedisError as err:  # the stream then ends once a reaper ends the execution
+            log.error("the final event of %s could not be published: %s", channel, err)
+
+    def _put(self, channel: str, event: Event | _Chunk | _Flush | _Forget) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
         self._thread.ensure()
@@ -170,7 +207,7 @@ class Outbox:
         with self._lock:
             return len(self._seq) > 1
 
-    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
+    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
         publishes = []
         for channel, pending in batch.items():
             try:
@@ -230,7 +267,7 @@ class Outbox:
         return ("EVALSHA", self._kept_sha, 2, p.channel, sent_of(p.channel), p.message,
                 _KEPT_MS, "PUBLISH")  # fmt: skip
 
-    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
+    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
         """Whatever happened to the batch, executions waiting for a flush go on."""
         with self._lock:
             self._busy = False
@@ -240,7 +277,7 @@ class Outbox:
                     entry.done.set()
 
     def _messages(
-        self, channel: str, pending: list[Event | _Chunk | _Flush]
+        self, channel: str, pending: list[Event | _Chunk | _Flush | _Forget]
     ) -> list[tuple[str, bool]]:
         """Consecutive chunks become one `lines` event; other events keep their place. Each
         with whether it is kept (numbered: an execution's, not an editor's push)."""
@@ -248,6 +285,13 @@ class Outbox:
         lines: list[_Chunk] = []
         for entry in pending:
             if isinstance(entry, _Flush):
+                continue
+            if isinstance(entry, _Forget):
+                if lines:
+                    messages.append(self._message(channel, _joined(lines)))
+                    lines = []
+                with self._lock:
+                    self._seq.pop(channel, None)
                 continue
             if isinstance(entry, _Chunk):
                 lines.append(entry)
@@ -304,6 +348,17 @@ class LocalOutbox:
     def delivered(self, channel: str, event: str) -> None:
         """The end is recorded: now its stream gets the final event."""
         self._deliver(channel, event)
+
+    def forget(self, channel: str) -> None:
+        """The execution waits for a reply: its numbering goes (delivery is synchronous)."""
+        with self._lock:
+            self._seq.pop(channel, None)
+
+    def refused(self, channel: str, seq: int, error: str) -> None:
+        """Redis refused to record the end: the stream ends with `error`."""
+        self._deliver(
+            channel, events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+        )
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         with contextlib.suppress(redis.RedisError):

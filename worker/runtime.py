@@ -22,6 +22,7 @@ from core.executions import ExecutionStore
 from core.keys import Keys
 from core.leases import LeaseStore
 from core.presence import Owner, Presence
+from core.pruning import Pruner
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
 from core.settings import Settings
@@ -83,6 +84,7 @@ class WorkerRuntime:
             presence=self.presence,
         )
         self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases, self.worker_id)
+        self.pruner = Pruner.from_settings(self.store, settings).watch()  # the watch's rounds
         self.runner = ExecutionRunner(
             settings,
             self.store,

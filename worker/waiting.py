@@ -119,6 +119,8 @@ class Conversations:
         held = self._held.pop(running.id, None)
         if held is not None and outcome in ("paused", "reply"):
             self._send(payload, running.id, held)
+        if outcome in ("paused", "refused"):  # it left this worker: no numbering kept for it
+            self.outbox.forget(self.keys.execution_events(running.id))
         if outcome == "refused":
             log.warning("execution %s stopped being ours before it could wait", running.id)
         elif outcome == "paused" and payload.push_ref:

@@ -67,6 +67,9 @@ class RecordingOutbox:
     def delivered(self, channel: str, event: str) -> None:
         pass
 
+    def forget(self, channel: str) -> None:
+        pass
+
     def idle(self) -> bool:
         return True
 

@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from core.execution_record import Status
+from core.clock import now_ms
+from core.execution_record import ExecutionRecord, Status
+from core.executions import ExecutionStore
 from core.results import FinalResult
+from core.task import TaskPayload
+from engine.run_data import Run
 from worker import publisher
 from worker.publisher import Outbox
+from worker.waiting import Conversations
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -282,3 +287,35 @@ def test_each_numbered_event_is_kept_for_a_while_as_it_is_published(redis_url, r
     kept = [json.loads(m) for m in redis_client.lrange(keys.execution_sent("k1"), 0, -1)]
     assert kept == heard and [m["s"] for m in kept] == [0, 1]
     assert 0 < redis_client.pttl(keys.execution_sent("k1")) <= publisher.REPLAY_SECONDS * 1000
+
+
+def test_a_forgotten_channel_keeps_no_numbering_once_what_came_before_is_out(
+    redis_url, redis_client
+):
+    pubsub = _subscriber(redis_url, "c7:events")
+    outbox = Outbox(redis_client)
+    outbox.chunk("c7:events", {"type": "item", "content": "a"})
+    outbox.response("c7:events", {"status": 200, "body": "ok"})
+    outbox.forget("c7:events")
+    assert outbox.flush("c7:events").wait(5)
+    assert [m["s"] for m in _messages(pubsub, 2)] == [0, 1]  # numbered before it went
+    assert outbox.numbered == 0
+    outbox.chunk("c7:events", {"type": "item", "content": "b"})  # resumed here: numbered afresh
+    assert outbox.flush("c7:events").wait(5)
+    assert [m["s"] for m in _messages(pubsub, 1)] == [0]
+
+
+def test_an_execution_that_waits_for_a_reply_leaves_no_numbering_in_its_worker(redis_client, keys):
+    store = ExecutionStore(redis_client, keys)
+    outbox = Outbox(redis_client)
+    record = ExecutionRecord("e1", "w1", created_at=now_ms(), response_mode="responseNodes")
+    store.create(record)
+    running = record.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(record, running)
+    outbox.chunk(keys.execution_events("e1"), {"type": "item", "content": "a"})
+    run = Run(status=Status.WAITING, waiting={"node": "Ask name"})
+    payload = TaskPayload(running, workflow={"id": "w1"}, response_mode="responseNodes")
+    outcome, _ = Conversations(store, outbox).pause(payload, running, run, {})
+    assert outcome == "paused"
+    assert outbox.flush(keys.execution_events("e1")).wait(5)
+    assert outbox.numbered == 0
