@@ -11,7 +11,8 @@ otherwise GENERIC with the execution id, under which the editor finds the full t
 
 - a stop, a lost worker, a queue timeout (statuses canceled and crashed: only the lifecycle,
   core/stops.py and core/executions.py, writes those, and names no host, node or value);
-- the execution's own limits: MINI_N8N_EXECUTION_TIMEOUT, a Chat node's Limit Wait Time;
+- the execution's own limits: MINI_N8N_EXECUTION_TIMEOUT, MINI_N8N_EXECUTION_CPU_SECONDS, a
+  Chat node's Limit Wait Time;
 - what the api itself says of the stream (Redis unreachable, the end lost on its way): results
   it builds carry `public=True` (core/results.py).
 
@@ -30,8 +31,12 @@ from core.waiting import EXPIRED
 
 GENERIC = "The workflow could not answer (execution {execution_id})."
 STOPPED = "The execution was stopped."
-# Written by the worker (worker/execution_run.py) when an execution runs past its time limit.
-TIMED_OUT = re.compile(r"The execution timed out after [0-9.]+ s \(MINI_N8N_EXECUTION_TIMEOUT\)\.")
+# The execution's limits, in the words of what enforces them: its time (worker/execution_run.py)
+# and its CPU time (engine/cpu.py).
+LIMITS = re.compile(
+    r"The execution timed out after [0-9.e+]+ s \(MINI_N8N_EXECUTION_TIMEOUT\)\."
+    r"|The execution used more than [0-9.e+]+ s of CPU time \(MINI_N8N_EXECUTION_CPU_SECONDS\)\."
+)
 LIFECYCLE = frozenset({Status.CANCELED, Status.CRASHED})
 
 
@@ -52,12 +57,14 @@ def generic(execution_id: str) -> str:
 
 
 def public_chunk(chunk: dict[str, Any], execution_id: str) -> dict[str, Any]:
-    """A chunk for a public stream: a failed node's `error` chunk says GENERIC (its metadata,
-    which names the node as n8n's does, stays); every other chunk as it is."""
+    """A chunk for a public stream: a failed node's `error` chunk says what `public_error` lets
+    it say (its metadata, which names the node as n8n's does, stays); other chunks as they are."""
     if chunk.get("type") != "error":
         return chunk
-    return {**chunk, "content": generic(execution_id)}
+    content = chunk.get("content")
+    said = public_error(Status.ERROR, content if isinstance(content, str) else None, execution_id)
+    return chunk if said == content else {**chunk, "content": said}
 
 
 def _a_limit(error: str) -> bool:
-    return error == EXPIRED or TIMED_OUT.fullmatch(error) is not None
+    return error == EXPIRED or LIMITS.fullmatch(error) is not None

@@ -37,6 +37,10 @@ def test_a_failure_the_lifecycle_did_not_write_is_the_generic_text_with_the_exec
             "The worker running this execution was lost (it stopped renewing its lease).",
         ),
         (Status.ERROR, "The execution timed out after 0.5 s (MINI_N8N_EXECUTION_TIMEOUT)."),
+        (
+            Status.ERROR,
+            "The execution used more than 60 s of CPU time (MINI_N8N_EXECUTION_CPU_SECONDS).",
+        ),
         (Status.ERROR, EXPIRED),
     ],
 )
@@ -61,6 +65,12 @@ def test_an_error_chunk_keeps_its_metadata_and_loses_its_text():
         "metadata": {"nodeName": "AI Agent"},
     }
     assert chunk["content"] == UPSTREAM  # the engine's own chunk is not changed
+
+
+def test_an_error_chunk_about_the_executions_limits_keeps_its_words():
+    limit = "The execution used more than 1 s of CPU time (MINI_N8N_EXECUTION_CPU_SECONDS)."
+    chunk = {"type": "error", "content": limit, "metadata": {}}
+    assert public_chunk(chunk, "e1") == chunk
 
 
 def test_other_chunks_pass_as_they_are():
