@@ -62,6 +62,7 @@ from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import NOT_JSON, dumps
+from core.public_errors import public_error
 from core.results import FinalResult
 from core.retention import REDIS_FULL
 from core.waiting import WaitingStore
@@ -472,7 +473,7 @@ class ChatConnection:
         if status is None:
             self.send(error_frame("The execution is gone."))
         elif status != Status.SUCCESS:
-            self.send(error_frame(error or f"The execution ended ({status})."))
+            self.send(error_frame(public_error(status, error, self.execution_id)))
 
     def send(self, frame: str) -> None:
         if self.closed.is_set():

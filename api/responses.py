@@ -32,6 +32,7 @@ from core.answers import output_text
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
+from core.public_errors import public_error
 from core.results import FinalResult
 from core.stops import request_stop
 
@@ -89,7 +90,7 @@ class Outcome:
             return self._unreachable(err)
         self._unreachable_since = None
         if record is None:
-            return _done(FinalResult(Status.CRASHED, "The execution record is gone."))
+            return _done(FinalResult(Status.CRASHED, "The execution record is gone.", public=True))
         if not record.finished:
             return None
         self._finished = record
@@ -115,7 +116,7 @@ class Outcome:
         if event is None:
             return None
         if event.kind == Kind.BROKEN:
-            return _done(FinalResult(Status.ERROR, event.reason))
+            return _done(FinalResult(Status.ERROR, event.reason, public=True))
         if event.kind != Kind.MISSED:
             return event
         early: Event | None = event.body
@@ -123,7 +124,8 @@ class Outcome:
         if early is None:
             return None
         if self.stream.next_seq != early.seq:
-            return _done(FinalResult(Status.ERROR, "Events of this execution were lost."))
+            lost = "Events of this execution were lost on the way."
+            return _done(FinalResult(Status.ERROR, lost, public=True))
         self.stream.next_seq += 1
         self._caught_up.append(early)
         return self._caught_up.pop(0)
@@ -160,7 +162,7 @@ class Outcome:
         if waited < self.settings.redis_outage_seconds:
             return None
         error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
-        return _done(FinalResult(Status.ERROR, error))
+        return _done(FinalResult(Status.ERROR, error, public=True))
 
 
 def _done(result: FinalResult) -> Event:
@@ -287,7 +289,9 @@ def _result(event: Event) -> FinalResult:
 def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execution_id: str) -> str:
     if result.ok and result.read_from_record and saw_items and not result.complete:
         # Part of the answer went out but the rest was lost: say so rather than repeat it.
-        result = FinalResult(Status.ERROR, "The end of this answer was lost on its way.")
+        result = FinalResult(
+            Status.ERROR, "The end of this answer was lost on its way.", public=True
+        )
     if result.ok:
         if result.streamed or (result.read_from_record and saw_items):
             return ""
@@ -295,13 +299,14 @@ def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execut
         return chunks.whole_answer(output_text(result.output))
     if saw_error:
         return ""
-    return chunks.error_line(result.error or _default_error(result.status), execution_id)
+    return chunks.error_line(_public(result, execution_id), execution_id)
 
 
-def _default_error(status: str | None) -> str:
-    if status == Status.CANCELED:
-        return "The execution was stopped."
-    return "The execution failed."
+def _public(result: FinalResult, execution_id: str) -> str:
+    """What the client, nobody signed in, is told of a failure (core/public_errors.py); the
+    record keeps the full text for the editor."""
+    ours = result.public or result.expired
+    return public_error(result.status, result.error, execution_id, ours=ours)
 
 
 # --- waiting modes ----------------------------------------------------------------------------
@@ -310,7 +315,7 @@ def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
     done = _result(event)
     headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
     if not done.ok:
-        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
+        body = {"message": "Error in workflow", "error": _public(done, outcome.launch.execution_id)}
         return _json(body, 500, headers)
     output = done.output
     if output is None:
@@ -331,7 +336,7 @@ def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Respons
         )
     done = _result(event)
     if not done.ok:
-        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
+        body = {"message": "Error in workflow", "error": _public(done, outcome.launch.execution_id)}
         return _json(body, 500, headers)
     return _json(
         {"message": "Workflow executed successfully but no Respond to Webhook node ran"},

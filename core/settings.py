@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 # The bundled example workflows of a source checkout; the image copies them elsewhere and says so.
 EXAMPLES_DIR = str(Path(__file__).resolve().parent.parent / "examples" / "workflows")
@@ -28,6 +29,36 @@ def _bool(name: str, default: bool) -> bool:
 def _float(name: str, default: float) -> float:
     value = os.environ.get(name)
     return float(value) if value not in (None, "") else default
+
+
+def _secret(name: str) -> str:
+    """NAME, or the content of the file NAME_FILE names: a compose or docker secret, which never
+    shows on a command line, in `docker inspect` or in a process's environment."""
+    value, path = os.environ.get(name, ""), os.environ.get(f"{name}_FILE", "")
+    if not path:
+        return value
+    if value:
+        raise ValueError(f"set {name} or {name}_FILE, not both")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()  # `echo … > file` ends it with a line break
+    except OSError as err:
+        raise ValueError(f"{name}_FILE: cannot read {path}: {err.strerror}") from None
+    if not text:
+        raise ValueError(f"{name}_FILE: {path} is empty")
+    return text
+
+
+def _with_password(url: str, name: str) -> str:
+    """`url` with the password the file NAME_FILE holds (none: `url` as it is)."""
+    if not os.environ.get(f"{name}_FILE"):
+        return url
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise ValueError(f"{name}_FILE is set and the URL holds a password too: keep one")
+    user = quote(unquote(parts.username or ""), safe="")
+    netloc = f"{user}:{quote(_secret(name), safe='')}@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass
@@ -136,9 +167,11 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        redis_url = os.environ.get("REDIS_URL") or cls.redis_url
+        # Secrets may come from files (NAME_FILE): the api key, whole URLs, or Redis' password
+        # alone, which joins REDIS_URL (docker-compose.yml passes it so).
+        redis_url = _with_password(_secret("REDIS_URL") or cls.redis_url, "REDIS_PASSWORD")
         cluster = _bool("MINI_N8N_REDIS_CLUSTER", cls.redis_cluster)
-        broker_url = os.environ.get("CELERY_BROKER_URL") or ""
+        broker_url = _secret("CELERY_BROKER_URL")
         if cluster and not broker_url:
             raise ValueError(
                 "MINI_N8N_REDIS_CLUSTER=true needs CELERY_BROKER_URL: the Celery broker cannot be "
@@ -148,7 +181,7 @@ class Settings:
             redis_url=redis_url,
             broker_url=broker_url or redis_url,
             redis_cluster=cluster,
-            api_key=os.environ.get("MINI_N8N_API_KEY", ""),
+            api_key=_secret("MINI_N8N_API_KEY"),
             require_api_key=_bool("MINI_N8N_REQUIRE_API_KEY", cls.require_api_key),
             workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),
             demo=_bool("MINI_N8N_DEMO", cls.demo),

@@ -30,7 +30,9 @@ from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
 from core.executions import Claimed, Ended, ExecutionStore
 from core.leases import LeaseStore
+from core.public_errors import public_chunk
 from core.redis_clients import publish
+from core.redis_errors import error_text
 from core.results import FinalResult
 from core.retention import REDIS_FULL, Retention
 from core.retry import retrying
@@ -167,7 +169,8 @@ class ExecutionRunner:
 
     def _fail(self, payload: TaskPayload, running: ExecutionRecord, claim: Claim,
               memory: RunMemory, err: Exception) -> str:  # fmt: skip
-        run = Run(status=Status.ERROR, error=f"The execution failed in its worker: {err}")
+        error = f"The execution failed in its worker: {error_text(err)}"
+        run = Run(status=Status.ERROR, error=error)
         try:
             return self._finish(payload, running, run, claim, memory)
         except Exception:  # the lease runs out, and a reaper ends it
@@ -218,7 +221,7 @@ class ExecutionRunner:
             self.send_task(payload.next_in_session(record, first))
         except Exception as err:
             log.exception("execution %s: the session's next execution did not start", ended.id)
-            self.store.fail_start(record, f"could not start: {err}")
+            self.store.fail_start(record, f"could not start: {error_text(err)}")
 
     def _reply(self, record: ExecutionRecord, message: dict[str, Any]) -> None:
         self._step(lambda: self.store.reply(record, message), "the next execution's replies")
@@ -287,7 +290,7 @@ class ExecutionRunner:
             # A snapshot that no longer loads, or a bug: the record must still say it failed
             # rather than stay `running` until a reaper calls the worker lost.
             log.exception("execution %s could not run", record.id)
-            run = Run(status=Status.ERROR, error=f"The execution could not run: {err}")
+            run = Run(status=Status.ERROR, error=f"The execution could not run: {error_text(err)}")
         finally:
             cancel_timer()
         if run.status == Status.CANCELED and timed_out.is_set():
@@ -305,7 +308,11 @@ class ExecutionRunner:
         channel = self.keys.execution_events(record.id)
         hooks = Hooks()
         if payload.streaming and payload.response_mode != "onReceived":
-            hooks.add_handler("sendChunk", lambda chunk: self.outbox.chunk(channel, chunk))
+            # The channel's reader is a public client: a failed node's text stays in the record.
+            hooks.add_handler(
+                "sendChunk",
+                lambda chunk: self.outbox.chunk(channel, public_chunk(chunk, record.id)),
+            )
         hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
         if payload.push_ref:
             PushHooks(self.outbox, self.keys.push(payload.push_ref), record).attach(hooks)

@@ -25,6 +25,7 @@ from core.presence import Owner, Presence
 from core.pruning import Pruner
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
+from core.redis_errors import error_text
 from core.settings import Settings
 from core.task import TaskPayload
 from core.waiting import WaitingStore
@@ -127,7 +128,7 @@ class WorkerRuntime:
             self.send_task(TaskPayload.resuming(queued, saved, None))
         except Exception as err:
             log.exception("execution %s: its expired wait could not go on", record.id)
-            self.store.fail_start(queued, f"could not resume: {err}")
+            self.store.fail_start(queued, f"could not resume: {error_text(err)}")
 
     def _heartbeat_leases(self) -> tuple[LeaseStore, Presence]:
         """The heartbeat's own LeaseStore and Presence, built on its own thread: its own
