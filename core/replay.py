@@ -22,10 +22,13 @@ REPLAY_SECONDS = 30
 
 # KEYS: channel, sent list; ARGV: event, the list's time to live (ms), PUBLISH or SPUBLISH.
 # Kept before it is published: a subscriber that hears it and looks back finds every event
-# before it. Answers how many subscribers heard it, as PUBLISH does.
+# before it. A Redis that is full (maxmemory) refuses to keep it, and still publishes it, as it
+# would a plain PUBLISH (pcall: the refusal does not abort the script). Answers how many
+# subscribers heard it, as PUBLISH does.
 PUBLISH_KEPT = """
-redis.call('RPUSH', KEYS[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if type(redis.pcall('RPUSH', KEYS[2], ARGV[1])) == 'number' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
 return redis.call(ARGV[3], KEYS[1], ARGV[1])
 """
 

@@ -170,10 +170,10 @@ class Outbox:
         self._put(channel, _FORGET)
 
     def refused(self, channel: str, seq: int, error: str) -> None:
-        """Redis refused to record the end (it is full): the stream still ends, with `error`
+        """Redis refused to record the end (it is full): the stream still ends, crashed with `error`
         as its final event (a publish needs no memory; the record is ended by a reaper once
         Redis has room again)."""
-        message = events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+        message = events.encode(events.done(FinalResult(Status.CRASHED, error).to_json(), seq))
         try:
             publish(self.client, channel, message)
         except redis.RedisError as err:  # the stream then ends once a reaper ends the execution
@@ -357,7 +357,7 @@ class LocalOutbox:
     def refused(self, channel: str, seq: int, error: str) -> None:
         """Redis refused to record the end: the stream ends with `error`."""
         self._deliver(
-            channel, events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+            channel, events.encode(events.done(FinalResult(Status.CRASHED, error).to_json(), seq))
         )
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
