@@ -91,16 +91,19 @@ class ByteBudget:
 
     def take(self, size: int, wait: float | None) -> bool:
         """`size` more bytes. `wait=None`: at once, room or not (a small body: the budget
-        counts it, and bounds the others). Else wait up to `wait` seconds for room; False if
-        there was none by then."""
+        counts it, and bounds the others). Else wait up to `wait` seconds for room (for more
+        than the whole budget: for it to be empty); False if there was none by then."""
         deadline = time.monotonic() + (wait or 0.0)
         with self._freed:
-            while wait is not None and self.held + size > self.total:
+            while wait is not None and not self._room_for(size):
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._freed.wait(left):
                     return False
             self.held += size
             return True
+
+    def _room_for(self, size: int) -> bool:
+        return self.held == 0 or self.held + size <= self.total
 
     def give(self, size: int) -> None:
         if size <= 0:

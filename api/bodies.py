@@ -6,8 +6,11 @@
   connection and the bytes it sent, nothing others need. A body must keep coming: a pause of
   `idle_seconds` between two bytes, or less than `min_rate` bytes a second on average once its
   first `grace_seconds` are over, and it is cut off with 408 (`Arrival`, docs/limits.md).
-  The bytes being received are bounded per process (`ByteBudget`): a large body waits for room,
-  its sender held back by TCP, so N clients sending 16 MiB at once cost the budget, not N x 16 MiB.
+  The bytes being received are bounded per process (`ByteBudget`): a body past SMALL_BODY_BYTES
+  waits until its whole announced length (or the limit, for a chunked one) has room, its sender
+  held back by TCP meanwhile, so N clients sending 16 MiB at once cost the budget, not N x 16 MiB.
+  Room is reserved whole, before the first byte is read: bodies that each held part of it and
+  waited for more would wait on one another for ever.
 - **Size, per route, refused early.** Each route sets its limit (`limit`): a `Content-Length`
   past the process's limit is answered 413 before one byte is read, a chunked body is cut off
   with 413 as soon as it passes it, and a route's lower limit (a chat message) is checked
@@ -18,14 +21,17 @@
 - **Parsing never holds the api.** JSON goes through core.jsontext.loads_request (orjson, no
   Python call per value, a bounded number of values, depth, no NaN/Infinity, no lone
   surrogate); a urlencoded form is counted before it is decoded, since its decoding is Python
-  per field and per %-escape. So no body, whatever its shape, keeps the gevent loop from other
-  requests for more than a few milliseconds.
+  per field and per %-escape. A large body is parsed in gevent's thread pool (`_off_the_loop`):
+  the parse still takes the GIL, but hands it back to the loop between its C calls and every
+  switch interval, so the loop is held at most as long as one C call (orjson over 16 MiB: about
+  50 ms), not the whole parse.
 
 A body that fails gets a 4xx JSON answer and starts nothing.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import time
@@ -37,7 +43,7 @@ from flask import Flask, Request, current_app, g, request
 
 from api.admission import ByteBudget, Held, overloaded
 from api.errors import ApiError
-from core.jsontext import JSONTextError, loads_request
+from core.jsontext import MAX_VALUES, JSONTextError, loads_request
 from worker.greenlets import gevent_patched, pause
 
 KIB, MIB = 1024, 1024 * 1024
@@ -186,12 +192,13 @@ def receive() -> None:
         raise _too_large(limit)
     rules = intake()
     held = g.body_held = Held(rules.budget)
-    small = length is not None and length <= SMALL_BODY_BYTES
+    pace = Pace(rules.arrival, time.monotonic())
+    _reserve(held, length, limit, rules, pace)
     if "wsgi.input_terminated" in request.environ and gevent_patched():
-        data = _receive(request, rules, held, small)
+        data = _receive(request, rules.arrival, pace)
     else:  # a body already in memory (Flask's test client): nothing to wait for
         data = request.stream.read()
-        held.take(len(data), None)
+    held.give(held.size - len(data))  # what a chunked body reserved and did not use
     request._cached_data = data  # werkzeug's cache of the body, which get_data and forms read
 
 
@@ -203,25 +210,33 @@ def release() -> None:
         held.release()
 
 
-def _receive(request: Request, rules: Intake, held: Held, small: bool) -> bytes:
+def _reserve(held: Held, length: int | None, limit: int | None, rules: Intake, pace: Pace) -> None:
+    """Room for the whole body before its first byte: a small one at once (counted, never kept
+    waiting), a larger one when there is room, a chunked one as if it were at the limit."""
+    size = length if length is not None else (limit or rules.budget.total)
+    wait = None if length is not None and length <= SMALL_BODY_BYTES else rules.wait_seconds
+    started = time.monotonic()
+    if not held.take(size, wait):
+        raise overloaded()
+    pace.held_up(time.monotonic() - started)
+
+
+def _receive(request: Request, arrival: Arrival, pace: Pace) -> bytes:
     """Read from the server's input: gunicorn ends it at the body's end (length or chunks); the
     socket's timeout is the idle time between two bytes, a timer each read's rate deadline."""
     import gevent
 
     environ = request.environ
     stream, sock = environ["wsgi.input"], environ.get("gunicorn.socket")
-    pace = Pace(rules.arrival, time.monotonic())
     reader = _Reader(request.content_length, request.max_content_length)
     previous = sock.gettimeout() if sock is not None else None
     if sock is not None:
-        sock.settimeout(rules.arrival.idle_seconds)
+        sock.settimeout(arrival.idle_seconds)
     try:
         while (size := reader.next_size()) > 0:
-            _take_room(held, size, None if small else rules.wait_seconds, pace)
             started = time.monotonic()
             with gevent.Timeout(max(pace.due(size) - started, 0.0), TooSlow()):
                 chunk = stream.read(size)
-            held.give(size - len(chunk))
             pace.arrived(len(chunk), time.monotonic())
             if reader.add(chunk, time.monotonic() - started):
                 pause()
@@ -232,13 +247,6 @@ def _receive(request: Request, rules: Intake, held: Held, small: bool) -> bytes:
         if sock is not None:
             sock.settimeout(previous)
     return reader.body()
-
-
-def _take_room(held: Held, size: int, wait: float | None, pace: Pace) -> None:
-    started = time.monotonic()
-    if not held.take(size, wait):
-        raise overloaded()
-    pace.held_up(time.monotonic() - started)
 
 
 class _Reader:
@@ -324,11 +332,24 @@ def json_object(request: Request, max_values: int | None = None) -> dict[str, An
 def parse(data: bytes | str, max_values: int | None = None) -> Any:
     """The one body rule of every door: a value, or ApiError (400, or 413 for too many values)."""
     try:
-        if max_values is None:
-            return loads_request(data)
-        return loads_request(data, max_values)
+        if len(data) <= PAUSE_BYTES:
+            return loads_request(data) if max_values is None else loads_request(data, max_values)
+        value = _off_the_loop(loads_request, data, max_values or MAX_VALUES)
     except JSONTextError as err:
         raise ApiError(err.status, str(err)) from None
+    pause()  # the thread's result is back: the loop's others first, then the next step
+    return value
+
+
+def _off_the_loop(work: Callable[..., Any], *args: Any) -> Any:
+    """`work(*args)` in gevent's thread pool, in this request's context (Flask's app and request
+    are context variables), while the loop serves others; at once outside gevent."""
+    if not gevent_patched():
+        return work(*args)
+    from gevent import get_hub
+
+    context = contextvars.copy_context()
+    return get_hub().threadpool.apply(context.run, (work, *args))
 
 
 def parse_object(data: bytes | str, max_values: int | None = None) -> dict[str, Any]:
@@ -351,12 +372,25 @@ def require_json(request: Request) -> None:
 def form_fields(request: Request) -> dict[str, str]:
     """A urlencoded form's fields, after counting what decoding them would cost."""
     data = read(request)
-    tokens = data.count(b"&") + data.count(b"%") + data.count(b"+")
+    tokens = 0
+    for token in (b"&", b"%", b"+"):  # a pass over the body each, the loop's others between
+        tokens += data.count(token)
+        if len(data) > PAUSE_BYTES:
+            pause()
     if tokens > MAX_FORM_TOKENS:
         raise ApiError(
             413, f"The form holds too many fields and escapes (at most {MAX_FORM_TOKENS:,})"
         )
-    return request.form.to_dict()
+    return form(request)
+
+
+def form(request: Request) -> dict[str, str]:
+    """A form's fields (urlencoded or multipart; multipart files are in `request.files` then):
+    werkzeug decodes them in Python, so a large form is decoded off the loop."""
+    if len(read(request)) <= PAUSE_BYTES:
+        return request.form.to_dict()
+    fields: dict[str, str] = _off_the_loop(lambda: request.form.to_dict())
+    return fields
 
 
 def is_large(request: Request) -> bool:
