@@ -25,12 +25,12 @@ this process takes over from the first.
 Who may talk (issue 23): the socket checks the chat's authentication as its POST does (public,
 allowedOrigins, basic auth) and requires the execution's resumeToken (`&token=`, which the
 POST answered with: api/resume_tokens.py), so knowing ids is not enough. Every client frame
-goes through the body rules of every door (api/bodies.py `parse_object`: size, values, depth,
-NaN, lone surrogates, UTF-8 for a binary frame; the same words as an HTTP answer), and its files
-through the multipart limits and types: a bad frame gets an error frame and the wait goes on.
-A frame must arrive as a body must (api/bodies.py `Arrival`): one that stalls or trickles is
-closed with 1008 and the words of HTTP's 408, and the bytes it held are given back. A refusal, a bug, or a full process (MINI_N8N_CHAT_SOCKET_MAX)
-ends the socket with a close frame that says why, never with HTTP bytes in the upgraded socket.
+goes through the body rules of every door in HTTP's words (api/bodies.py `parse_object`; a
+binary frame must be UTF-8), its files through the multipart limits and types: a bad frame
+gets an error frame and the wait goes on. It must arrive as a body must (`Arrival`): one that
+stalls or trickles is closed with 1008 and HTTP's 408 words. A refusal, a bug, or a full process
+(MINI_N8N_CHAT_SOCKET_MAX) ends the socket with a close frame that says why, never with HTTP
+bytes in the upgraded socket.
 
 One greenlet per socket, the one gunicorn serves the request with (issue 23: an idle socket
 cost about 160 KiB with three). Its loop, `_relay`, waits for whichever comes first: an event
@@ -106,9 +106,8 @@ def register(app: Flask, settings) -> None:
 
 def chat_socket():
     try:
-        ws = WebSocket.accept(
-            request.environ, current_app.config["MINI_N8N_CHAT_FRAME_BYTES"], bodies.intake()
-        )
+        frame_bytes = current_app.config["MINI_N8N_CHAT_FRAME_BYTES"]
+        ws = WebSocket.accept(request.environ, frame_bytes, bodies.intake())
     except Handshake as err:
         return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400
     args = request.args

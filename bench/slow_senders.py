@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 import uuid
+from typing import Any
 
 import httpx
 from _common import pct, redis_server
@@ -64,7 +65,7 @@ def open_frame(base: str, conversation: tuple[str, str, str]) -> socket.socket:
     return sock
 
 
-def hold(kind: str, target, senders: int, cut: multiprocessing.Value) -> None:  # type: ignore[valid-type]
+def hold(kind: str, target: Any, senders: int, cut: Any) -> None:
     """Keep `senders` slow senders of one kind open, one byte each every TRICKLE_SECONDS."""
     opened = [_open(kind, target, i) for i in range(senders)]
     while True:
@@ -115,7 +116,7 @@ def chats(deploy: Deployment, url: str, duration: float) -> str:
             client.get("/healthz")
             healthz.append(time.perf_counter() - started)
             started = time.perf_counter()
-            reply = stream_chat(url, "my name is Ada", f"bench-{uuid.uuid4().hex[:8]}")
+            reply = stream_chat(url, "my name is Ada", f"bench-{uuid.uuid4().hex[:8]}", 120)
             seconds.append(time.perf_counter() - started)
             statuses.append(reply.status)
             if reply.status == 200:
