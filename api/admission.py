@@ -81,35 +81,55 @@ class Turn:
 
 class ByteBudget:
     """Bytes of bodies and socket messages held while they arrive, at most `total` at once
-    (MINI_N8N_BODY_BUFFER_BYTES). Taken a read at a time, before the read, so a slow sender
-    holds only what it sent; given back once its request started or failed."""
+    (MINI_N8N_BODY_BUFFER_BYTES), counted as they arrive: a read takes room for what it asks
+    before it reads, so a slow sender holds only what it sent (room is never reserved for what
+    a client merely announced: that would let a few trickling clients hold all of it). Given
+    back once its request started or failed.
+
+    Bodies that each hold part of the room and wait for more would wait on one another for
+    ever. So one body at a time may go on past `total` (`_borrower`): of those that wait and
+    hold room, the one holding the most, until it gives its room back. The budget is exceeded
+    by at most the rest of that one body, and some body always finishes."""
 
     def __init__(self, total: int):
         self.total = total
         self.held = 0
+        self._waiting: set[Held] = set()
+        self._borrower: Held | None = None
         self._freed = threading.Condition()
 
-    def take(self, size: int, wait: float | None) -> bool:
-        """`size` more bytes. `wait=None`: at once, room or not (a small body: the budget
-        counts it, and bounds the others). Else wait up to `wait` seconds for room (for more
-        than the whole budget: for it to be empty); False if there was none by then."""
+    def take(self, holder: Held, size: int, wait: float | None) -> bool:
+        """`size` more bytes for `holder`. `wait=None`: at once, room or not (a small body: the
+        budget counts it, and bounds the others). Else wait up to `wait` seconds for room;
+        False if there was none by then."""
         deadline = time.monotonic() + (wait or 0.0)
         with self._freed:
-            while wait is not None and not self._room_for(size):
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._freed.wait(left):
-                    return False
+            if wait is not None:
+                self._waiting.add(holder)
+                try:
+                    while not self._may_take(holder, size):
+                        left = deadline - time.monotonic()
+                        if left <= 0 or not self._freed.wait(left):
+                            return False
+                finally:
+                    self._waiting.discard(holder)
             self.held += size
             return True
 
-    def _room_for(self, size: int) -> bool:
-        return self.held == 0 or self.held + size <= self.total
+    def _may_take(self, holder: Held, size: int) -> bool:
+        if self.held + size <= self.total or not self.held:
+            return True
+        if self._borrower is None and holder.size > 0:
+            holding = [h for h in self._waiting if h.size > 0]
+            if holder is max(holding, key=lambda h: (h.size, id(h))):
+                self._borrower = holder
+        return self._borrower is holder
 
-    def give(self, size: int) -> None:
-        if size <= 0:
-            return
+    def give(self, holder: Held, size: int) -> None:
         with self._freed:
             self.held -= size
+            if holder is self._borrower and not holder.size:
+                self._borrower = None
             self._freed.notify_all()
 
 
@@ -123,7 +143,7 @@ class Held:
         self.size = 0
 
     def take(self, size: int, wait: float | None) -> bool:
-        if not self.budget.take(size, wait):
+        if not self.budget.take(self, size, wait):
             return False
         self.size += size
         return True
@@ -131,7 +151,8 @@ class Held:
     def give(self, size: int) -> None:
         size = min(size, self.size)
         self.size -= size
-        self.budget.give(size)
+        if size > 0:
+            self.budget.give(self, size)
 
     def release(self) -> None:
         self.give(self.size)

@@ -6,11 +6,9 @@
   connection and the bytes it sent, nothing others need. A body must keep coming: a pause of
   `idle_seconds` between two bytes, or less than `min_rate` bytes a second on average once its
   first `grace_seconds` are over, and it is cut off with 408 (`Arrival`, docs/limits.md).
-  The bytes being received are bounded per process (`ByteBudget`): a body past SMALL_BODY_BYTES
-  waits until its whole announced length (or the limit, for a chunked one) has room, its sender
-  held back by TCP meanwhile, so N clients sending 16 MiB at once cost the budget, not N x 16 MiB.
-  Room is reserved whole, before the first byte is read: bodies that each held part of it and
-  waited for more would wait on one another for ever.
+  The bytes being received are bounded per process (`ByteBudget`, counted as they arrive): a
+  body past SMALL_BODY_BYTES waits for room before each read, its sender held back by TCP
+  meanwhile, so N clients sending 16 MiB at once cost the budget, not N x 16 MiB.
 - **Size, per route, refused early.** Each route sets its limit (`limit`): a `Content-Length`
   past the process's limit is answered 413 before one byte is read, a chunked body is cut off
   with 413 as soon as it passes it, and a route's lower limit (a chat message) is checked
@@ -21,17 +19,15 @@
 - **Parsing never holds the api.** JSON goes through core.jsontext.loads_request (orjson, no
   Python call per value, a bounded number of values, depth, no NaN/Infinity, no lone
   surrogate); a urlencoded form is counted before it is decoded, since its decoding is Python
-  per field and per %-escape. A large body is parsed in gevent's thread pool (`_off_the_loop`):
-  the parse still takes the GIL, but hands it back to the loop between its C calls and every
-  switch interval, so the loop is held at most as long as one C call (orjson over 16 MiB: about
-  50 ms), not the whole parse.
+  per field and per %-escape; the loop turns between these steps. Parsing stays in the loop's
+  thread: in a thread of its own it would still hold the GIL through each C call, and every
+  socket call of the loop's other requests would then wait for the GIL, one C call each.
 
 A body that fails gets a 4xx JSON answer and starts nothing.
 """
 
 from __future__ import annotations
 
-import contextvars
 import math
 import os
 import time
@@ -43,7 +39,7 @@ from flask import Flask, Request, current_app, g, request
 
 from api.admission import ByteBudget, Held, overloaded
 from api.errors import ApiError
-from core.jsontext import MAX_VALUES, JSONTextError, loads_request
+from core.jsontext import JSONTextError, loads_request
 from worker.greenlets import gevent_patched, pause
 
 KIB, MIB = 1024, 1024 * 1024
@@ -81,9 +77,10 @@ class Arrival:
     # poor network sends several KiB a second (Apache's mod_reqtimeout asks 500); 0 = no rate.
     min_rate: float = 1024.0
     grace_seconds: float = 5.0
-    # Bytes of bodies and messages one api process holds while they arrive: four bodies at the
-    # 16 MiB limit at once; more wait for room (their senders held back by TCP).
-    buffer_bytes: int = 64 * MIB
+    # Bytes of bodies and messages one api process holds while they arrive: two bodies at the
+    # 16 MiB limit, one parsed while the next arrives (large bodies are parsed one at a time);
+    # more wait for room, their senders held back by TCP.
+    buffer_bytes: int = 32 * MIB
 
     @classmethod
     def from_env(cls) -> Arrival:
@@ -192,13 +189,11 @@ def receive() -> None:
         raise _too_large(limit)
     rules = intake()
     held = g.body_held = Held(rules.budget)
-    pace = Pace(rules.arrival, time.monotonic())
-    _reserve(held, length, limit, rules, pace)
     if "wsgi.input_terminated" in request.environ and gevent_patched():
-        data = _receive(request, rules.arrival, pace)
+        data = _receive(request, rules, held)
     else:  # a body already in memory (Flask's test client): nothing to wait for
         data = request.stream.read()
-    held.give(held.size - len(data))  # what a chunked body reserved and did not use
+        held.take(len(data), None)
     request._cached_data = data  # werkzeug's cache of the body, which get_data and forms read
 
 
@@ -210,33 +205,28 @@ def release() -> None:
         held.release()
 
 
-def _reserve(held: Held, length: int | None, limit: int | None, rules: Intake, pace: Pace) -> None:
-    """Room for the whole body before its first byte: a small one at once (counted, never kept
-    waiting), a larger one when there is room, a chunked one as if it were at the limit."""
-    size = length if length is not None else (limit or rules.budget.total)
-    wait = None if length is not None and length <= SMALL_BODY_BYTES else rules.wait_seconds
-    started = time.monotonic()
-    if not held.take(size, wait):
-        raise overloaded()
-    pace.held_up(time.monotonic() - started)
-
-
-def _receive(request: Request, arrival: Arrival, pace: Pace) -> bytes:
+def _receive(request: Request, rules: Intake, held: Held) -> bytes:
     """Read from the server's input: gunicorn ends it at the body's end (length or chunks); the
     socket's timeout is the idle time between two bytes, a timer each read's rate deadline."""
     import gevent
 
     environ = request.environ
     stream, sock = environ["wsgi.input"], environ.get("gunicorn.socket")
-    reader = _Reader(request.content_length, request.max_content_length)
+    length = request.content_length
+    small = length is not None and length <= SMALL_BODY_BYTES
+    pace = Pace(rules.arrival, time.monotonic())
+    reader = _Reader(length, request.max_content_length)
     previous = sock.gettimeout() if sock is not None else None
     if sock is not None:
-        sock.settimeout(arrival.idle_seconds)
+        sock.settimeout(rules.arrival.idle_seconds)
     try:
         while (size := reader.next_size()) > 0:
-            started = time.monotonic()
-            with gevent.Timeout(max(pace.due(size) - started, 0.0), TooSlow()):
+            _take_room(held, size, None if small else rules.wait_seconds, pace)
+            started, due = time.monotonic(), pace.due(size)
+            seconds = None if math.isinf(due) else max(due - started, 0.0)  # None: no rate
+            with gevent.Timeout(seconds, TooSlow()):
                 chunk = stream.read(size)
+            held.give(size - len(chunk))
             pace.arrived(len(chunk), time.monotonic())
             if reader.add(chunk, time.monotonic() - started):
                 pause()
@@ -304,6 +294,15 @@ def limit(request: Request, max_bytes: int) -> None:
         raise _too_large(max_bytes)
 
 
+def _take_room(held: Held, size: int, wait: float | None, pace: Pace) -> None:
+    """Room for the next read (a small body's at once); waiting for it is the server's delay,
+    not the sender's."""
+    started = time.monotonic()
+    if not held.take(size, wait):
+        raise overloaded()
+    pace.held_up(time.monotonic() - started)
+
+
 def _too_large(max_bytes: int) -> ApiError:
     return ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
 
@@ -332,24 +331,12 @@ def json_object(request: Request, max_values: int | None = None) -> dict[str, An
 def parse(data: bytes | str, max_values: int | None = None) -> Any:
     """The one body rule of every door: a value, or ApiError (400, or 413 for too many values)."""
     try:
-        if len(data) <= PAUSE_BYTES:
-            return loads_request(data) if max_values is None else loads_request(data, max_values)
-        value = _off_the_loop(loads_request, data, max_values or MAX_VALUES)
+        value = loads_request(data) if max_values is None else loads_request(data, max_values)
     except JSONTextError as err:
         raise ApiError(err.status, str(err)) from None
-    pause()  # the thread's result is back: the loop's others first, then the next step
+    if len(data) > PAUSE_BYTES:
+        pause()  # parsing a large body held the loop a while: others first, then the next step
     return value
-
-
-def _off_the_loop(work: Callable[..., Any], *args: Any) -> Any:
-    """`work(*args)` in gevent's thread pool, in this request's context (Flask's app and request
-    are context variables), while the loop serves others; at once outside gevent."""
-    if not gevent_patched():
-        return work(*args)
-    from gevent import get_hub
-
-    context = contextvars.copy_context()
-    return get_hub().threadpool.apply(context.run, (work, *args))
 
 
 def parse_object(data: bytes | str, max_values: int | None = None) -> dict[str, Any]:
@@ -381,16 +368,7 @@ def form_fields(request: Request) -> dict[str, str]:
         raise ApiError(
             413, f"The form holds too many fields and escapes (at most {MAX_FORM_TOKENS:,})"
         )
-    return form(request)
-
-
-def form(request: Request) -> dict[str, str]:
-    """A form's fields (urlencoded or multipart; multipart files are in `request.files` then):
-    werkzeug decodes them in Python, so a large form is decoded off the loop."""
-    if len(read(request)) <= PAUSE_BYTES:
-        return request.form.to_dict()
-    fields: dict[str, str] = _off_the_loop(lambda: request.form.to_dict())
-    return fields
+    return request.form.to_dict()
 
 
 def is_large(request: Request) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
-from api.bodies import form, parse
+from api.bodies import parse
 from api.errors import ApiError
 
 FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
@@ -37,7 +37,7 @@ FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
 
 
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
-    fields: dict[str, Any] = form(request)  # decoded off the loop when large
+    fields: dict[str, Any] = request.form.to_dict()
     if "metadata" in fields:
         fields["metadata"] = _metadata(fields["metadata"], settings.json_max_values)
     item: dict[str, Any] = {"json": fields}

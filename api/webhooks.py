@@ -148,7 +148,7 @@ def webhook_item(path: str) -> dict[str, Any]:
     elif request.mimetype == "application/x-www-form-urlencoded":
         body = bodies.form_fields(request)
     elif request.mimetype == "multipart/form-data":
-        body = bodies.form(request)  # files go to temporary files
+        body = request.form.to_dict()  # files go to temporary files
     else:
         body = bodies.read(request).decode("utf-8", "replace") or {}
     return {
