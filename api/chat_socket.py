@@ -48,6 +48,7 @@ import threading
 import time
 from typing import Any
 
+import redis
 from flask import Flask, current_app, jsonify, request
 
 from api import bodies, resume_tokens
@@ -63,7 +64,9 @@ from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import dumps
+from core.public_errors import public_error
 from core.results import FinalResult
+from core.retention import REDIS_FULL
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatSettings, ChatTrigger, chat_settings
@@ -389,10 +392,24 @@ class ChatConnection:
             return False
         elif event.kind == Kind.NEXT and self._following_until is not None:
             return self._follow(str(event.body.get("executionId", "")))
+        elif event.kind == Kind.MISSED:
+            return self._caught_up(event.body)
         elif event.kind == Kind.BROKEN:
             if not self.closed.is_set():
                 self.send(error_frame(f"The chat was interrupted: {event.reason}"))
             return False
+        return True
+
+    def _caught_up(self, early: Event | None) -> bool:
+        """Events may have been missed (a gap, or subscribed again after the relay's connection
+        dropped): the messages from the execution's list, then the event after the gap, or a
+        look at the record, as after a quiet interval."""
+        self._write_pending()
+        if early is not None:
+            return self._relayed(early)
+        record = self._record()
+        if (record is None or record.finished) and self._ending is None:
+            self._ending = (record, time.monotonic() + DELIVERY_SECONDS)
         return True
 
     def _follow(self, execution_id: str) -> bool:
@@ -447,7 +464,9 @@ class ChatConnection:
         if not self.awaiting:
             self.send(CONTINUE)
         self.next_n = int(message["n"]) + 1
-        self.waits.mark_delivered(self.execution_id, self.next_n)
+        # Redis full: the count goes with the next message's (a reconnect may show this again).
+        with contextlib.suppress(redis.OutOfMemoryError):
+            self.waits.mark_delivered(self.execution_id, self.next_n)
 
     def _end(self, record: ExecutionRecord | None, result: FinalResult | None = None) -> None:
         """The execution ended: say why if it did not succeed; the socket then closes."""
@@ -457,7 +476,7 @@ class ChatConnection:
         if status is None:
             self.send(error_frame("The execution is gone."))
         elif status != Status.SUCCESS:
-            self.send(error_frame(error or f"The execution ended ({status})."))
+            self.send(error_frame(public_error(status, error, self.execution_id)))
 
     def send(self, frame: str) -> None:
         if self.closed.is_set():
@@ -505,6 +524,9 @@ class ChatConnection:
         except ReplyRefused as err:
             self.awaiting = awaiting
             self.send(error_frame(str(err)))
+        except redis.OutOfMemoryError:  # as HTTP's 503: nothing changed, the wait goes on
+            self.awaiting = awaiting
+            self.send(error_frame(REDIS_FULL))
 
     def _reply(self, data: str | bytes) -> dict[str, Any] | None:
         """The frame as a reply, under the body rules of every door; None for an ack."""

@@ -9,6 +9,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from api.launcher import LaunchError
+from core.retention import REDIS_FULL, REDIS_FULL_RETRY_AFTER_SECONDS
 from core.workflow_store import ActivationError, VersionConflict, WorkflowNotFound
 from engine.errors import EngineError
 
@@ -36,9 +37,20 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(LaunchError)
     def _launch(err):
+        if isinstance(err.__cause__, redis.OutOfMemoryError):
+            return _redis_full(err.__cause__)
         response = jsonify({"message": str(err)})
         response.status_code = 503
         response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_SECONDS)
+        return response
+
+    @app.errorhandler(redis.OutOfMemoryError)
+    def _redis_full(err):
+        # Redis refuses writes (maxmemory, noeviction): what was refused changed nothing.
+        log.warning("%s %s: Redis is full: %s", request.method, request.path, err)
+        response = jsonify({"message": REDIS_FULL})
+        response.status_code = 503
+        response.headers["Retry-After"] = str(REDIS_FULL_RETRY_AFTER_SECONDS)
         return response
 
     @app.errorhandler(WorkflowNotFound)

@@ -19,6 +19,7 @@ from core.clock import now_ms
 from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore, NotSubscribed, RouteChanged
 from core.keys import Keys
+from core.redis_errors import error_text
 from core.settings import Settings
 from core.task import ITEMS_INLINE_BYTES, TaskPayload
 from core.workflow_snapshots import WorkflowSnapshots
@@ -128,7 +129,7 @@ class Launcher:
             if streams:
                 stream = self.relay.open(channel)
         except Exception as err:  # nothing recorded yet
-            raise LaunchError(f"the execution could not be started: {err}") from err
+            raise LaunchError(f"the execution could not be started: {error_text(err)}") from err
         queue = self.settings.task_queue
         try:
             task = (queue, redis_message(payload, queue))
@@ -160,8 +161,8 @@ class Launcher:
         # timeout. Failing it also hands the turn to the next message.
         if stream is not None:
             self.relay.unsubscribe(stream)
-        self.store.fail_start(record, f"could not start: {err}")
-        raise LaunchError(f"the execution could not be started: {err}") from err
+        self.store.fail_start(record, f"could not start: {error_text(err)}")
+        raise LaunchError(f"the execution could not be started: {error_text(err)}") from err
 
     def _large(self, items: list[dict[str, Any]]) -> bytes | None:
         """Items too large for the task's message, as the JSON stored beside the record
@@ -181,8 +182,8 @@ class Launcher:
         try:
             self._enqueue(payload)
         except Exception as err:
-            self.store.fail_start(record, f"could not resume: {err}")
-            raise LaunchError(f"the reply could not be delivered: {err}") from err
+            self.store.fail_start(record, f"could not resume: {error_text(err)}")
+            raise LaunchError(f"the reply could not be delivered: {error_text(err)}") from err
 
     def _workflow(self, raw: dict[str, Any]) -> dict[str, Any]:
         """The task's workflow: a reference to a stored version in queue mode (the message then

@@ -11,14 +11,21 @@ it once its loss is confirmed.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+
+import redis
 
 from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore
 from core.liveness import Verdict
+from core.presence import Presence, reap_the_dead
+
+log = logging.getLogger("mini_n8n.api")
 
 WINDOW = 0.05  # seconds: short beside a keepalive interval, long enough to gather a crowd
+DEAD_WORKERS_EVERY_SECONDS = 0.5
 
 
 class _Check:
@@ -73,3 +80,35 @@ class LivenessChecks:
             )
         for check in batch:
             check.record = answers[check.execution_id]
+
+
+class DeadWorkerWatch:
+    """Twice a second, the executions of workers whose process is gone are reaped
+    (core/presence.py). The workers look too, but the one worker of a small deployment cannot
+    reap its own: its streams end within two seconds all the same."""
+
+    def __init__(self, store: ExecutionStore, presence: Presence):
+        self.store = store
+        self.presence = presence
+        self._closing = threading.Event()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started or not self.presence.enabled:
+                return
+            self._started = True
+        threading.Thread(target=self._loop, name="dead-workers", daemon=True).start()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def _loop(self) -> None:
+        while not self._closing.wait(DEAD_WORKERS_EVERY_SECONDS):
+            try:
+                reap_the_dead(self.store, self.presence)
+            except redis.RedisError as err:
+                log.debug("could not look for dead workers: %s", err)
+            except Exception:  # never stop looking
+                log.exception("looking for dead workers failed")

@@ -81,9 +81,10 @@ def _events(stream: Stream, close):
                 yield ": heartbeat\n\n"
             elif event.kind == Kind.PUSH:
                 yield f"data: {dumps(event.body)}\n\n"
-            elif event.kind == Kind.BROKEN:
+            elif event.kind in (Kind.BROKEN, Kind.MISSED):
                 # End the stream; the browser reconnects and catches up over REST.
-                payload = {"type": "pushError", "data": {"message": event.reason}}
+                reason = event.reason or "events may have been missed"
+                payload = {"type": "pushError", "data": {"message": reason}}
                 yield f"data: {dumps(payload)}\n\n"
                 return
     finally:

@@ -5,6 +5,11 @@ each message to the stream of its channel. `subscribe` returns only once Redis h
 subscription, so the caller can enqueue the execution knowing no event can be missed. Streams
 are bounded: a client that does not read fast enough is cut off rather than letting the api's
 memory grow.
+
+A connection that drops (killed, Redis restarted) ends no stream: the relay connects again, with
+backoff, and subscribes every open stream's channel anew; once Redis confirmed it, each of those
+streams is told it may have missed events (`events.missed()`), and catches up from what the
+worker kept (core/replay.py). A gap in an execution's numbering is told the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ SUBSCRIBE_TIMEOUT = 5.0
 LEAVE_DELAY = 0.01
 # How often an idle sender of unsubscriptions looks whether its connection was reset.
 LEAVE_IDLE_LOOK = 1.0
+# Subscribing again after a connection dropped: the first try at once-ish, then backoff.
+REJOIN_FIRST_DELAY = 0.05
+REJOIN_MAX_DELAY = 2.0
 
 
 class RelayError(Exception):
@@ -39,7 +47,7 @@ class Stream:
 
     # Thousands are open at once in one api process: no per-instance dict (issue 14).
     __slots__ = ("channel", "local", "ordered", "max_bytes", "confirmed", "_items", "_ready",
-                 "_bytes", "_lock", "overflowed", "next_seq")  # fmt: skip
+                 "_bytes", "_lock", "overflowed", "next_seq", "rejoining")  # fmt: skip
 
     def __init__(self, channel: str, max_bytes: int, ordered: bool = True, local: bool = False):
         self.channel = channel
@@ -56,6 +64,7 @@ class Stream:
         self._lock = threading.Lock()
         self.overflowed = False
         self.next_seq = 0
+        self.rejoining = False  # its connection dropped: it is being subscribed again
 
     def put(self, data: str) -> bool:
         with self._lock:
@@ -71,6 +80,12 @@ class Stream:
 
     def fail(self, reason: str) -> None:
         self._push(events.broken(reason))
+
+    def rejoined(self) -> None:
+        """Subscribed again after its connection dropped: what was published meanwhile is to
+        be caught up on."""
+        self.rejoining = False
+        self._push(events.missed())
 
     def wake(self) -> None:
         """Wake the reader without an event: its `get` returns None at once (a chat socket's
@@ -123,7 +138,7 @@ class Stream:
         if self.ordered and event.seq < self.next_seq:
             return None
         if self.ordered and event.seq != self.next_seq:
-            return events.broken("events of this execution were lost on the way")
+            return events.missed(event)  # the reader catches up, then takes this one
         self.next_seq += 1
         return event
 
@@ -166,6 +181,8 @@ class Relay:
         self._topology: RedisCluster | None = None  # a cluster's slot map
         self._topology_lock = threading.Lock()  # made once, by the first who needs it
         self._stale = False  # read the slot map again before the next lookup
+        self._rejoin: set[str] = set()  # channels whose connection dropped, to subscribe again
+        self._rejoiner = False  # a thread is subscribing them
 
     def open_streams(self) -> int:
         return len(self._streams) + len(self._local)
@@ -187,12 +204,19 @@ class Relay:
             if channel in self._streams:
                 raise RelayError(f"{channel} is already being relayed")
             self._streams[channel] = stream
-            try:
-                self._send_subscribe(self._shard(node), channel)
-            except (redis.RedisError, OSError) as err:
-                self._streams.pop(channel, None)
-                self._reset(self._shards.get(node[0]))
-                raise RelayError(f"cannot subscribe: {err}") from err
+            # Twice: a connection that dropped since its last read fails the first write, and
+            # a new one is made for the second.
+            for attempt in (1, 2):
+                try:
+                    self._send_subscribe(self._shard(node), channel)
+                    break
+                except (redis.RedisError, OSError) as err:
+                    self._shard_of.pop(channel, None)
+                    self._rejoin.discard(channel)
+                    self._reset(self._shards.get(node[0]))
+                    if attempt == 2:
+                        self._streams.pop(channel, None)
+                        raise RelayError(f"cannot subscribe: {err}") from err
         return stream
 
     def confirm(self, stream: Stream) -> Stream:
@@ -359,7 +383,8 @@ class Relay:
         return shard
 
     def _reset(self, shard: _Shard | None) -> None:
-        """Drop a broken connection; every open stream it carried ends with an error."""
+        """Drop a broken connection; the open streams it carried are subscribed again on a new
+        one (`_rejoin_all`); one whose caller waits for its first confirmation gets it then."""
         if shard is None or self._shards.get(shard.name) is not shard:
             return
         del self._shards[shard.name]
@@ -367,10 +392,59 @@ class Relay:
         with contextlib.suppress(Exception):  # it is broken already
             shard.conn.disconnect()
         for channel in list(shard.channels):
-            self._drop(channel, "Redis was unreachable: the api lost its connection to it")
+            stream = self._streams.get(channel)
+            if stream is None:
+                continue
+            self._shard_of.pop(channel, None)
+            stream.rejoining = stream.confirmed.is_set()  # events may have been missed
+            self._rejoin.add(channel)
         shard.channels.clear()
         shard.leaving.clear()
         shard.left.set()  # its sender of unsubscriptions sees it is gone, and returns
+        if self._rejoin and not self._rejoiner:
+            self._rejoiner = True
+            threading.Thread(target=self._rejoin_all, name="relay-rejoin", daemon=True).start()
+
+    def _rejoin_all(self) -> None:
+        """Subscribe again, on new connections, every channel whose connection dropped, trying
+        with backoff until done (a stream that ends meanwhile is no longer waited for)."""
+        delay = REJOIN_FIRST_DELAY
+        while True:
+            with self._lock:
+                channels = [c for c in self._rejoin if c in self._streams]
+                self._rejoin.clear()
+                if not channels:
+                    self._rejoiner = False
+                    return
+            failed = self._subscribe_again(channels)
+            if not failed:
+                delay = REJOIN_FIRST_DELAY
+                continue
+            with self._lock:
+                self._rejoin.update(failed)
+            log.warning("relay: cannot subscribe again yet (%d streams wait)", len(failed))
+            time.sleep(delay)
+            delay = min(delay * 2, REJOIN_MAX_DELAY)
+
+    def _subscribe_again(self, channels: list[str]) -> list[str]:
+        """The channels that could not be subscribed again now."""
+        failed = []
+        for channel in channels:
+            try:
+                node = self._node_of(channel)
+            except (redis.RedisError, OSError):
+                failed.append(channel)
+                continue
+            with self._lock:
+                if channel not in self._streams or channel in self._shard_of:
+                    continue
+                try:
+                    self._send_subscribe(self._shard(node), channel)
+                except (redis.RedisError, OSError):
+                    self._shard_of.pop(channel, None)
+                    self._reset(self._shards.get(node[0]))
+                    failed.append(channel)
+        return failed
 
     def _drop(self, channel: str, reason: str) -> None:
         stream = self._streams.pop(channel, None)
@@ -416,6 +490,8 @@ class Relay:
             if not stream.put(text):
                 self.unsubscribe(stream)
         elif kind in ("subscribe", "ssubscribe"):
+            if stream.rejoining:
+                stream.rejoined()
             stream.confirmed.set()
         elif kind == "sunsubscribe" and self._shard_of.get(channel) is shard:
             # Not asked for: the channel's slot moved to another shard (a resharding).

@@ -27,11 +27,12 @@ from api.http_response import Last
 from api.launcher import Launch
 from api.liveness import LivenessChecks
 from api.relay import Stream
-from core import chunks
+from core import chunks, replay
 from core.answers import output_text
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
+from core.public_errors import public_error
 from core.results import FinalResult
 from core.stops import request_stop
 
@@ -55,7 +56,7 @@ class Outcome:
     stream's greenlet keeps a copy of (about 0.6 KB each; issue 14)."""
 
     __slots__ = ("launch", "stream", "store", "relay", "settings", "checks",
-                 "_unreachable_since", "_finished", "_delivery_until")  # fmt: skip
+                 "_unreachable_since", "_finished", "_delivery_until", "_caught_up")  # fmt: skip
 
     def __init__(self, launch: Launch, store: ExecutionStore, relay, settings, checks):
         assert launch.stream is not None, "an onReceived launch has no outcome to wait for"
@@ -68,40 +69,78 @@ class Outcome:
         self._unreachable_since: float | None = None
         self._finished: ExecutionRecord | None = None  # the record, once it showed the end
         self._delivery_until = 0.0
+        self._caught_up: list[Event] = []  # events read back from what was kept, to hand out
 
     def next_event(self) -> Event | None:
         """The next event; None means a quiet interval passed and the execution is still
         alive. The last is a `done` event, real or, when it never came (the execution was lost,
         or the relay lost it), made from the record; call `close` after it (or to give up)."""
+        if self._caught_up:
+            return self._caught_up.pop(0)
         if self._finished is not None:
             return self._delivered(self._finished)
-        event = self.stream.get(timeout=self.settings.keepalive_seconds)
+        event = self._checked(self.stream.get(timeout=self.settings.keepalive_seconds))
         if event is not None:
-            if event.kind == Kind.BROKEN:
-                return _done(FinalResult(Status.ERROR, event.reason))
             return event
+        if self._caught_up:
+            return self._caught_up.pop(0)
         try:
             record = self.checks.check(self.launch.execution_id)
         except redis.RedisError as err:
             return self._unreachable(err)
         self._unreachable_since = None
         if record is None:
-            return _done(FinalResult(Status.CRASHED, "The execution record is gone."))
+            return _done(FinalResult(Status.CRASHED, "The execution record is gone.", public=True))
         if not record.finished:
             return None
         self._finished = record
         self._delivery_until = time.monotonic() + DELIVERY_SECONDS
+        if record.events is not None:  # what was published before its final event
+            self._catch_up(until=record.events - 1)
+        if self._caught_up:
+            return self._caught_up.pop(0)
         return self._delivered(record)
 
     def queued_event(self) -> Event | None:
         """The next event if it is here already (None without waiting): what came together is
         written together."""
+        if self._caught_up:
+            return self._caught_up.pop(0)
         if self._finished is not None:
             return None
-        event = self.stream.ready()
-        if event is not None and event.kind == Kind.BROKEN:
-            return _done(FinalResult(Status.ERROR, event.reason))
-        return event
+        return self._checked(self.stream.ready())
+
+    def _checked(self, event: Event | None) -> Event | None:
+        """A channel's failure as the stream's end; missed events caught up on (then handed
+        out first: None if there were none)."""
+        if event is None:
+            return None
+        if event.kind == Kind.BROKEN:
+            return _done(FinalResult(Status.ERROR, event.reason, public=True))
+        if event.kind != Kind.MISSED:
+            return event
+        early: Event | None = event.body
+        self._catch_up(until=None if early is None else early.seq)
+        if early is None:
+            return None
+        if self.stream.next_seq != early.seq:
+            lost = "Events of this execution were lost on the way."
+            return _done(FinalResult(Status.ERROR, lost, public=True))
+        self.stream.next_seq += 1
+        self._caught_up.append(early)
+        return self._caught_up.pop(0)
+
+    def _catch_up(self, until: int | None) -> None:
+        """The events from the stream's next number (up to `until`) that the worker kept
+        (core/replay.py), queued to hand out first."""
+        try:
+            kept = replay.kept(self.store.client, self.store.keys, self.launch.execution_id)
+        except redis.RedisError as err:
+            log.warning("execution %s: kept events unreadable: %s", self.launch.execution_id, err)
+            return
+        found = replay.missed(kept, self.stream.next_seq, until)
+        self.stream.next_seq += len(found)
+        self._caught_up += found
 
     def close(self) -> None:
         self.relay.unsubscribe(self.stream)
@@ -123,7 +162,7 @@ class Outcome:
         if waited < self.settings.redis_outage_seconds:
             return None
         error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
-        return _done(FinalResult(Status.ERROR, error))
+        return _done(FinalResult(Status.ERROR, error, public=True))
 
 
 def _done(result: FinalResult) -> Event:
@@ -250,7 +289,9 @@ def _result(event: Event) -> FinalResult:
 def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execution_id: str) -> str:
     if result.ok and result.read_from_record and saw_items and not result.complete:
         # Part of the answer went out but the rest was lost: say so rather than repeat it.
-        result = FinalResult(Status.ERROR, "The end of this answer was lost on its way.")
+        result = FinalResult(
+            Status.ERROR, "The end of this answer was lost on its way.", public=True
+        )
     if result.ok:
         if result.streamed or (result.read_from_record and saw_items):
             return ""
@@ -258,13 +299,14 @@ def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execut
         return chunks.whole_answer(output_text(result.output))
     if saw_error:
         return ""
-    return chunks.error_line(result.error or _default_error(result.status), execution_id)
+    return chunks.error_line(_public(result, execution_id), execution_id)
 
 
-def _default_error(status: str | None) -> str:
-    if status == Status.CANCELED:
-        return "The execution was stopped."
-    return "The execution failed."
+def _public(result: FinalResult, execution_id: str) -> str:
+    """What the client, nobody signed in, is told of a failure (core/public_errors.py); the
+    record keeps the full text for the editor."""
+    ours = result.public or result.expired
+    return public_error(result.status, result.error, execution_id, ours=ours)
 
 
 # --- waiting modes ----------------------------------------------------------------------------
@@ -273,7 +315,7 @@ def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
     done = _result(event)
     headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
     if not done.ok:
-        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
+        body = {"message": "Error in workflow", "error": _public(done, outcome.launch.execution_id)}
         return _json(body, 500, headers)
     output = done.output
     if output is None:
@@ -294,7 +336,7 @@ def response_node_response(outcome: Outcome, headers: dict[str, str]) -> Respons
         )
     done = _result(event)
     if not done.ok:
-        body = {"message": "Error in workflow", "error": done.error or "unknown error"}
+        body = {"message": "Error in workflow", "error": _public(done, outcome.launch.execution_id)}
         return _json(body, 500, headers)
     return _json(
         {"message": "Workflow executed successfully but no Respond to Webhook node ran"},

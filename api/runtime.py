@@ -14,10 +14,11 @@ from flask import current_app
 
 from api.admission import Admission
 from api.launcher import Launcher
-from api.liveness import LivenessChecks
+from api.liveness import DeadWorkerWatch, LivenessChecks
 from api.relay import Relay
 from core.executions import ExecutionStore
 from core.keys import Keys
+from core.presence import Presence
 from core.redis_clients import connect, pools
 from core.settings import Settings
 from core.workflow_store import WorkflowStore
@@ -67,6 +68,8 @@ class ApiRuntime:
         self._credentials: CredentialStore | None = None
         self._redis_connections: RedisConnections | None = None
         self.liveness = LivenessChecks(self.executions)
+        presence = Presence(self.redis, self.keys, settings.lease_seconds)
+        self.dead_workers = DeadWorkerWatch(self.executions, presence)
         self.admission = Admission(settings.max_starting, settings.start_wait_seconds)
         self.launcher = Launcher(settings, self.keys, self.executions, self.relay, self.celery)
 
@@ -74,6 +77,7 @@ class ApiRuntime:
         """Stop what this process runs in the background for the app (regular mode's
         executions): an app made and dropped in one process (a test) leaves nothing behind."""
         self.launcher.close()
+        self.dead_workers.close()
 
     def warm(self) -> None:
         """Open the whole pool once, so the connection count does not depend on load."""
@@ -96,6 +100,7 @@ class ApiRuntime:
         starts (gunicorn's post_worker_init): the Redis pool, the relay's connection, the
         Celery producer. Redis not being there yet is no error: each is built on first use."""
         self.warm()
+        self.dead_workers.start()
         try:
             self.launcher.warm()
         except Exception as err:

@@ -12,6 +12,13 @@ JSON file named by MINI_N8N_CREDENTIALS_FILE, a list of
 (`httpBasicAuth`: user, password; `redis`: host, port, password, database, ssl, user); matching
 is generic.
 
+Where a credential may be sent follows n8n's "Allowed HTTP Request Domains", two fields of its
+`data`: `allowedHttpRequestDomains` ("all", "domains" with `allowedDomains`, a comma-separated
+list where `*.example.com` means its subdomains, or "none") decides whether a node may send the
+credential to a URL the workflow chose (`check_url`). Without the field, a credential goes only
+to its own URL: n8n's editor writes "all" into every new credential, but a credentials file is
+written by hand, and a key sent by mistake cannot be called back.
+
 Secrets never leave through a message, a repr or a log line: errors name the credential and its
 type only, and what `resolve` returns masks its secret fields when printed.
 """
@@ -23,16 +30,25 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 # Fields that are safe to show; everything else in `data` is treated as a secret (an allowlist,
 # so a field we have never heard of is hidden rather than printed).
-PUBLIC_FIELDS = frozenset({"url", "host", "port", "database", "ssl", "user", "organizationId"})
+PUBLIC_FIELDS = frozenset(
+    {"url", "host", "port", "database", "ssl", "user", "organizationId"}
+    | {"allowedHttpRequestDomains", "allowedDomains"}
+)
 MASK = "***"
+DOMAIN_MODES = ("all", "domains", "none")  # n8n's values of allowedHttpRequestDomains
 ENV_NAME = "environment (OPENAI_API_KEY)"
 
 
 class CredentialError(Exception):
     """A credential is missing, ambiguous or malformed. The message never holds a secret."""
+
+
+class UrlNotAllowed(CredentialError):
+    """The credential may not be sent to that URL (its allowedHttpRequestDomains)."""
 
 
 def _masked(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,12 +98,100 @@ def _parse(entry: Any, position: int) -> Credential:
         raise CredentialError(
             f'{where} ("{entry.get("name", "")}") has a "data" that is not an object'
         )
+    _check_domains(where, entry, data)
     return Credential(
         id=str(entry.get("id") or ""),
         name=str(entry.get("name") or ""),
         type=ctype,
         data=dict(data),
     )
+
+
+def _check_domains(where: str, entry: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+    """n8n's editor offers only these values; a typo must not open what it meant to close."""
+    mode, domains = data.get("allowedHttpRequestDomains"), data.get("allowedDomains")
+    name = f'{where} ("{entry.get("name", "")}")'
+    if mode is not None and mode not in DOMAIN_MODES:
+        raise CredentialError(
+            f'{name}: allowedHttpRequestDomains must be "all", "domains" or "none"'
+        )
+    if domains is not None and not isinstance(domains, str):
+        raise CredentialError(f"{name}: allowedDomains must be a comma-separated string")
+
+
+def check_url(credential: ResolvedCredential, url: str, own_url: str) -> None:
+    """May `credential` be sent to `url`, which a workflow chose instead of the credential's own
+    (`own_url`: its `url`, or the service's default)? UrlNotAllowed says why not.
+
+    n8n's rule for a credential whose URL a node may override (`assertCredentialAllowsUrl` with
+    a pinned URL, as its OpenAI nodes check `options.baseURL`): "all" allows any URL; "domains"
+    the hosts its list allows; "none" its own URL only. Without the field: its own URL only
+    (n8n's credentials carry "all" unless changed; see the module's docstring)."""
+    mode = credential.get("allowedHttpRequestDomains")
+    if mode == "all":
+        return
+    host = display_host(url)
+    if mode == "domains":
+        domains = str(credential.get("allowedDomains") or "").strip()
+        if not domains:
+            raise UrlNotAllowed(
+                "No allowed domains specified. Configure allowed domains or change restriction "
+                "setting."
+            )
+        if not domain_allowed(url, domains):
+            raise UrlNotAllowed(
+                f"Domain not allowed: This credential is restricted from accessing {host}. "
+                f"Only the following domains are allowed: {domains}"
+            )
+        return
+    if url.rstrip("/") == own_url.rstrip("/"):
+        return
+    if mode == "none":
+        raise UrlNotAllowed(
+            f"Domain not allowed: This credential is restricted from accessing {host}."
+        )
+    raise UrlNotAllowed(
+        f'Domain not allowed: credential "{credential.name}" belongs to {display_host(own_url)} '
+        f"and is not sent to {host}. To allow it, set its allowedHttpRequestDomains to "
+        f'"domains" with allowedDomains "{hostname(url) or host}", or to "all".'
+    )
+
+
+def domain_allowed(url: str, allowed_domains: str) -> bool:
+    """n8n's isDomainAllowed: `allowed_domains` is a comma-separated list of host names, case and
+    a final dot ignored; `*.example.com` matches its subdomains, never example.com itself."""
+    host = hostname(url)
+    if not host:
+        return False
+    for entry in allowed_domains.split(","):
+        domain = entry.strip().lower().rstrip(".").strip("[]")
+        if domain.startswith("*."):
+            if domain[2:] and host.endswith("." + domain[2:]):
+                return True
+        elif domain and host == domain:
+            return True
+    return False
+
+
+def hostname(url: str) -> str:
+    """The URL's host name, lower case, without a final dot ("" if it has none)."""
+    try:
+        return (urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return ""
+
+
+def display_host(url: str) -> str:
+    """host[:port] of a URL, as n8n names it in these errors: never a user, password, path or
+    query, which may hold secrets of their own."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "an invalid URL"
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host or "an invalid URL"
 
 
 def load_file(path: str) -> list[dict[str, Any]]:

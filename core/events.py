@@ -44,12 +44,18 @@ class Kind(StrEnum):
     # Never on the wire: what a subscriber reports when the channel itself failed (a gap, an
     # unreadable message, a lost connection, a reader too slow).
     BROKEN = "broken"
+    # Never on the wire: events may have been missed (a gap in the numbering, whose first event
+    # after it is the body; or None: the subscription was made again after its connection
+    # dropped). The reader catches up from what was kept (core/replay.py).
+    MISSED = "missed"
 
 
 @dataclass(frozen=True)
 class Event:
     kind: Kind
-    body: Any  # lines: str; response, done, push, message: dict; broken: the reason (str)
+    # lines: str; response, done, push, message: dict; broken: the reason (str); missed: the
+    # event after the gap, or None
+    body: Any
     seq: int | None = None
     items: int = 0  # lines only: how many item chunks
     errors: int = 0  # lines only: how many error chunks
@@ -91,13 +97,17 @@ def broken(reason: str) -> Event:
     return Event(Kind.BROKEN, reason)
 
 
+def missed(early: Event | None = None) -> Event:
+    return Event(Kind.MISSED, early)
+
+
 def numbered(event: Event, seq: int) -> Event:
     return Event(event.kind, event.body, seq, event.items, event.errors)
 
 
 def encode(event: Event) -> str:
-    if event.kind == Kind.BROKEN:
-        raise EventError("a broken-channel event is never published")
+    if event.kind in (Kind.BROKEN, Kind.MISSED):
+        raise EventError(f"a {event.kind} event is never published")
     message: dict[str, Any] = {} if event.seq is None else {"s": event.seq}
     message[event.kind.value] = event.body
     if event.kind == Kind.LINES:

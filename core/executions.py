@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import builtins  # `list` below is a method name: annotations past it say builtins.list
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Any
@@ -42,8 +43,9 @@ from core import events, liveness
 from core.clock import now_ms
 from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Status
 from core.jsontext import dumps
-from core.keys import Keys
+from core.keys import Keys, history_member
 from core.liveness import Verdict
+from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
 from core.redis_clients import is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
@@ -89,14 +91,14 @@ end
 # enqueued only once Redis holds the subscription (no event can be missed); when the script
 # ran first, the api waits for the confirmation and runs it again.
 # KEYS: record, queued, items, queued index, workflow's executions, line, task queue
-#       (line and task queue are only touched when ARGV says so), [webhooks, workflow]
+#       (line and task queue are only touched when ARGV says so), history, [webhooks, workflow]
 # ARGV: record, ttl s, queue timeout ms, execution id, queue deadline ms, now ms,
 #       items ('' = none), in a line ('1'/'0'), task message ('' = none), join ('1'/'0'),
 #       the halves around an id of a record's key, the events' channel ('' = none),
-#       [webhook field, workflow id, its SHA-1]
+#       its history member, [webhook field, workflow id, its SHA-1]
 _CREATE = f"""
-if ARGV[14] and (redis.call('HGET', KEYS[8], ARGV[14]) ~= ARGV[15]
-    or redis.sha1hex(redis.call('GET', KEYS[9]) or '') ~= ARGV[16]) then
+if ARGV[15] and (redis.call('HGET', KEYS[9], ARGV[15]) ~= ARGV[16]
+    or redis.sha1hex(redis.call('GET', KEYS[10]) or '') ~= ARGV[17]) then
   return 0
 end
 if ARGV[10] == '1' and ARGV[8] == '1' then
@@ -118,6 +120,7 @@ if ARGV[7] ~= '' then redis.call('SET', KEYS[3], ARGV[7], 'EX', ARGV[2]) end
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4])
 redis.call('ZADD', KEYS[5], ARGV[6], ARGV[4])
 redis.call('EXPIRE', KEYS[5], ARGV[2])
+redis.call('ZADD', KEYS[8], ARGV[6], ARGV[14])
 if ARGV[8] == '1' then
   redis.call('RPUSH', KEYS[6], ARGV[4])
   redis.call('EXPIRE', KEYS[6], ARGV[2])
@@ -128,17 +131,18 @@ return 1
 
 # Answers 0 (not claimed), 1 (claimed), or 2 (claimed, and a stop was asked for already).
 # KEYS: record, lease, queued, stop, [running index, queued index]
-# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline
+# ARGV: expected rev, running record, ttl s, lease ms, claim token, execution id, lease deadline,
+#       the lease's value (core/presence.py Owner)
 _CLAIM_IT = """
 local function claim_it()
   local status, rev, claim = header(redis.call('GET', KEYS[1]))
   if status == 'running' and claim == ARGV[5] then
-    redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+    redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
     return 1 + redis.call('EXISTS', KEYS[4])
   end
   if status ~= 'new' or rev ~= tonumber(ARGV[1]) then return 0 end
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+  redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[4])
   redis.call('DEL', KEYS[3])
   if KEYS[5] then
     redis.call('ZADD', KEYS[5], ARGV[7], ARGV[6])
@@ -158,7 +162,7 @@ _CLAIM_AT_TURN = (
     + LUA_TURN
     + _CLAIM_IT
     + """
-local turn = turn_of(KEYS[7], ARGV[6], 8)
+local turn = turn_of(KEYS[7], ARGV[6], 9)
 if turn[1] == 0 then return {0, turn[2] or ''} end
 return {1, claim_it()}
 """
@@ -167,12 +171,15 @@ return {1, claim_it()}
 # The end of an execution: finish, cancel, a failed start, or a reap.
 # KEYS: record, lease, queued, suspect, resume, replies, channel, taken, next, items,
 #       [running index, queued index, waiting index, session line,
-#        successor's record, queued, replies; the workflow's index]
+#        successor's record, queued, replies; the workflow's index; history]
 # ARGV: 1 expected rev, 2 allowed statuses (comma separated), 3 final record, 4 ttl s,
 #       5 final event ('' = none), 6 publish command, 7 claim token ('' = none), 8 reap (0/1),
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
-#       17 queue deadline ms
+#       17 queue deadline ms, 18 a reap's evidence: a worker connection that is gone
+#       (core/presence.py; '' = none), 19 the successor's history member ('' = none), 20 where
+#       the memory turns' keys begin in KEYS ('' = none: they are the last KEYS), 21... the
+#       turns (core/memory_turns.py)
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -180,6 +187,7 @@ _END = (
     _HEADER
     + liveness.LUA_JUDGE
     + _LEAVE_LINE
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -191,8 +199,12 @@ if mine and rev == tonumber(ARGV[1]) + 1 and raw == ARGV[3] then
 end
 if ARGV[8] == '1' then
   if rev ~= tonumber(ARGV[1]) then return {'refused', ''} end
-  local verdict = judge(status, redis.call('EXISTS', KEYS[2]) == 1,
-                        redis.call('EXISTS', KEYS[3]) == 1)
+  local lease = redis.call('GET', KEYS[2])
+  -- A lease that still names a connection the reaper saw gone holds nothing: its process died.
+  if lease and ARGV[18] ~= '' and string.sub(lease, -#ARGV[18] - 1) == '@' .. ARGV[18] then
+    lease = false
+  end
+  local verdict = judge(status, lease ~= false, redis.call('EXISTS', KEYS[3]) == 1)
   if verdict == 'alive' then
     redis.call('DEL', KEYS[4])
     return {'alive', ''}
@@ -211,11 +223,13 @@ else
   if rev == tonumber(ARGV[1]) then
     for s in string.gmatch(ARGV[2], '[^,]+') do if s == status then allowed = true end end
   end
-  -- A worker that did finish replaces what a reaper concluded while it could not renew.
-  if not allowed and not (mine and status == 'crashed') then return {'refused', ''} end
+  -- An execution declared lost stays lost: its stream was told so, and its worker, should it
+  -- still be alive, writes nothing more (its memory turns included).
+  if not allowed then return {'refused', ''} end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
+if ARGV[20] ~= '' then write_turns(tonumber(ARGV[20]), 21) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -234,6 +248,7 @@ if #leftovers > 0 and ARGV[13] ~= '' and KEYS[15] then
   redis.call('EXPIRE', KEYS[17], ARGV[4])
   redis.call('ZADD', KEYS[18], ARGV[16], successor)
   redis.call('EXPIRE', KEYS[18], ARGV[4])
+  redis.call('ZADD', KEYS[19], ARGV[16], ARGV[19])
   redis.call('ZADD', KEYS[12], ARGV[17], successor)
   if KEYS[14] ~= '' then redis.call('LINSERT', KEYS[14], 'AFTER', ARGV[9], successor) end
   redis.call('SET', KEYS[9], leftovers[1], 'EX', ARGV[4])
@@ -265,9 +280,12 @@ return reply
 # A stop asked for meanwhile wins: it does not wait ('stopped').
 # KEYS: record, lease, replies, resume, taken, stop, [running index, waiting index]
 # ARGV: claim token, waiting record, ttl s, resume state, deadline ms ('' = none), execution id,
-#       expected rev, attempt
+#       expected rev, attempt, where the memory turns' keys begin in KEYS ('' = none: they are
+#       the last KEYS), the turns (core/memory_turns.py): written with the reply taken or the
+#       wait recorded, once (a retry answers from the taken mark or the waiting record)
 _PAUSE = (
     _HEADER
+    + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim = header(raw)
@@ -283,9 +301,11 @@ if redis.call('EXISTS', KEYS[6]) == 1 then return {'stopped'} end
 local reply = redis.call('LPOP', KEYS[3])
 if reply then
   redis.call('SET', KEYS[5], mark .. reply, 'EX', ARGV[3])
+  if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
   return {'reply', reply}
 end
 if rev ~= tonumber(ARGV[7]) then return {'refused'} end
+if ARGV[9] ~= '' then write_turns(tonumber(ARGV[9]), 10) end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[3])
 redis.call('DEL', KEYS[2])
@@ -463,11 +483,13 @@ class ExecutionStore:
             self.keys.workflow_executions(record.workflow_id),
             line or self.keys.queued(),  # not touched without a line
             queue,
+            self.keys.executions_history(),
         ]
         now = now_ms()
         args = [record.encode(), self.ttl, self.queue_timeout_ms, execution_id,
                 now + self.queue_timeout_ms, now, items or b"", int(bool(line)), message,
-                int(join), *self.keys.execution("\0").split("\0"), channel]  # fmt: skip
+                int(join), *self.keys.execution("\0").split("\0"), channel,
+                history_member(execution_id, record.workflow_id)]  # fmt: skip
         if route is not None:
             keys += [self.keys.webhooks(), self.keys.workflow(route.workflow_id)]
             args += [route.field, route.workflow_id, route.digest]
@@ -492,6 +514,8 @@ class ExecutionStore:
         own.zadd(self.keys.queued(), {execution_id: now_ms() + self.queue_timeout_ms})
         own.zadd(self.keys.workflow_executions(record.workflow_id), {execution_id: now_ms()})
         own.expire(self.keys.workflow_executions(record.workflow_id), self.ttl)
+        member = history_member(execution_id, record.workflow_id)
+        own.zadd(self.keys.executions_history(), {member: now_ms()})
         line = self.lines.key(record)
         if line:
             own.rpush(line, execution_id)
@@ -552,13 +576,14 @@ class ExecutionStore:
         return self._end_step(record, canceled, {Status.NEW, Status.WAITING}, result=final).written
 
     # --- a worker's steps -----------------------------------------------------------------
-    def claim(self, record: ExecutionRecord, running: ExecutionRecord) -> Claimed:
-        """`new -> running` with this worker's lease, if the record is still the `record`
-        the task carried (same revision); claimed again for a retry of this very claim. Whether
-        a stop was asked for already comes with it (falsy: not claimed)."""
+    def claim(self, record: ExecutionRecord, running: ExecutionRecord, lease: str = "") -> Claimed:
+        """`new -> running` with this worker's lease (its value `lease`, by default the claim
+        token), if the record is still the `record` the task carried (same revision); claimed
+        again for a retry of this very claim. Whether a stop was asked for already comes with
+        it (falsy: not claimed)."""
         execution_id = record.id
         deadline = now_ms() + self.lease_ms
-        keys, args = self._claim_keys_args(record, running, deadline)
+        keys, args = self._claim_keys_args(record, running, deadline, lease)
         claimed = Claimed(self._claim(keys=keys, args=args))
         if claimed and self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -568,7 +593,7 @@ class ExecutionStore:
         return claimed
 
     def _claim_keys_args(
-        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int
+        self, record: ExecutionRecord, running: ExecutionRecord, deadline: int, lease: str
     ) -> tuple[builtins.list[str], builtins.list[Any]]:
         """The claim script's KEYS and ARGV (the indexes too, on one Redis)."""
         execution_id = record.id
@@ -581,16 +606,16 @@ class ExecutionStore:
         if not self.cluster:
             keys += [self.keys.running(), self.keys.queued()]
         args = [record.rev, running.encode(), self.ttl, self.lease_ms, running.claim,
-                execution_id, deadline]  # fmt: skip
+                execution_id, deadline, lease or running.claim]  # fmt: skip
         return keys, args
 
     def claim_at_turn(
-        self, record: ExecutionRecord, running: ExecutionRecord, line: str
+        self, record: ExecutionRecord, running: ExecutionRecord, line: str, lease: str = ""
     ) -> tuple[Claimed, Turn]:
         """`claim`, if it is the execution's turn in its session's `line`: one step for the
         common case, where nothing is ahead of it (one Redis only; a cluster turns, then
         claims)."""
-        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms)
+        keys, args = self._claim_keys_args(record, running, now_ms() + self.lease_ms, lease)
         keys.append(line)
         args += self.lines.key_halves()
         mine, answer = self._claim_at_turn(keys=keys, args=args)
@@ -604,6 +629,7 @@ class ExecutionStore:
         waiting: ExecutionRecord,
         resume_state: str,
         attempt: str,
+        turns: Sequence[TurnWrite] = (),
     ) -> tuple[str, str | None]:
         """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
         on), ("paused", None) once recorded `waiting`, ("stopped", None) when a stop was asked
@@ -623,7 +649,14 @@ class ExecutionStore:
             keys += [self.keys.running(), self.keys.waiting()]
         deadline = "" if waiting.wait_till is None else waiting.wait_till
         args = [running.claim, waiting.encode(), self.ttl, resume_state, deadline, execution_id,
-                running.rev, attempt]  # fmt: skip
+                running.rev, attempt, ""]  # fmt: skip
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join a wait's step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         if self.cluster and waiting.wait_till is not None:
             # Before the wait is recorded: a wait whose deadline nobody knows would last forever.
             self.client.zadd(self.keys.waiting(), {execution_id: waiting.wait_till})
@@ -644,34 +677,41 @@ class ExecutionStore:
         final: ExecutionRecord,
         event: str,
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Record the outcome and publish the final event (`event`, '' when the outbox delivers
-        it itself) in one step. Replaces a `crashed` a reaper wrote while this worker could not
-        renew its lease: it was not lost, and this is what happened. `successor`: the session's
-        next execution, started in the same step if replies were left over (one Redis only)."""
+        it itself) in one step, with the run's memory `turns` (one Redis only: in a cluster
+        they are other slots'). Refused once a reaper declared it lost: its stream was told
+        so. `successor`: the session's next execution, started in the same step if replies
+        were left over (one Redis only)."""
         return self._end_step(running, final, {Status.RUNNING}, event=event,
-                              claim=running.claim, successor=successor)  # fmt: skip
+                              claim=running.claim, successor=successor, turns=turns)  # fmt: skip
 
     # --- anyone ---------------------------------------------------------------------------
-    def reap(self, execution_id: str) -> ExecutionRecord | None:
+    def reap(self, execution_id: str, gone: str = "") -> ExecutionRecord | None:
         """End the execution `crashed` if it is lost (core/liveness.py), once the loss is
-        confirmed; the record as it now stands (None if gone)."""
+        confirmed; the record as it now stands (None if gone). `gone`: a worker connection
+        that no longer exists (core/presence.py): a lease that names it holds nothing."""
         record = self.get(execution_id)
         if record is None or record.finished:
             return record
-        crashed = record.next(status=Status.CRASHED, error=self.lost_reason(record),
-                              stopped_at=now_ms())  # fmt: skip
+        reason = self.lost_reason(record, died=bool(gone))
+        crashed = record.next(status=Status.CRASHED, error=reason, stopped_at=now_ms())
         final = FinalResult(Status.CRASHED, crashed.error)
-        ended = self._end_step(record, crashed, set(), result=final, reap=True)
+        ended = self._end_step(record, crashed, set(), result=final, reap=True, gone=gone)
         if ended.outcome == "ok":
             return crashed
         if ended.outcome == "refused":  # written meanwhile by someone else: as it stands
             return self.get(execution_id)
         return record
 
-    def lost_reason(self, record: ExecutionRecord) -> str:
+    def lost_reason(self, record: ExecutionRecord, died: bool = False) -> str:
+        if record.status == Status.RUNNING and died:
+            return "The worker running this execution died (its process is gone)."
         if record.status == Status.RUNNING:
             return "The worker running this execution was lost (it stopped renewing its lease)."
+        if died:
+            return "The worker that took this execution died before it could start it."
         waited = now_ms() - (record.queued_at or record.created_at)
         if waited >= self.queue_timeout_ms:
             return f"No worker started this execution within {self.queue_timeout_ms / 1000:g} s."
@@ -707,7 +747,9 @@ class ExecutionStore:
         event: str = "",
         claim: str = "",
         reap: bool = False,
+        gone: str = "",
         successor: ExecutionRecord | None = None,
+        turns: Sequence[TurnWrite] = (),
     ) -> Ended:
         """Write `final` over `current` (same revision, status in `allowed`), publish the
         final event (`event`, or a control event of `result`), drop what kept it alive, and hand
@@ -738,6 +780,7 @@ class ExecutionStore:
                     self.keys.execution_queued(successor.id),
                     self.keys.execution_replies(successor.id),
                     self.keys.workflow_executions(successor.workflow_id),
+                    self.keys.executions_history(),
                 ]
         turn = self.keys.execution_turn("\0").split("\0")
         now = now_ms()
@@ -753,13 +796,23 @@ class ExecutionStore:
             execution_id,
             turn[0],
             turn[1],
-            liveness.CONFIRM_MS,
+            liveness.GONE_CONFIRM_MS if gone else liveness.CONFIRM_MS,
             "" if successor is None else successor.encode(),
             "" if successor is None else successor.id,
             self.queue_timeout_ms,
             now,
             now + self.queue_timeout_ms,
+            gone,
+            "" if successor is None else history_member(successor.id, successor.workflow_id),
+            "",
         ]
+        if turns:
+            if self.cluster:
+                raise ValueError("memory turns cannot join an end step in a cluster")
+            turn_keys, turn_args = script_args(turns)
+            args[-1] = len(keys) + 1
+            keys += turn_keys
+            args += turn_args
         outcome, started, *leftovers = self._end(keys=keys, args=args)
         if outcome == "ok" and self.cluster:
             pipe = self.client.pipeline(transaction=False)

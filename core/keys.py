@@ -12,6 +12,8 @@
 | webhooks                         | HASH    | "<METHOD> <path>" -> workflow id, for active workflows    |
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
+| execution:<id>:sent              | LIST    | the numbered events published on that channel, for a      |
+|                                  |         | subscriber that missed some; TTL 30 s (core/replay.py)    |
 | execution:<id>:turn              | LIST    | wake-up token for an execution waiting for its session    |
 | execution:<id>:lease             | STRING  | held while a worker runs it (or holds it for its turn);   |
 |                                  |         | short TTL, renewed every second (core/liveness.py)        |
@@ -36,7 +38,14 @@
 |                                  |         | reapers look; the lease key is the truth                  |
 | executions:queued                | ZSET    | new execution ids, score = queue deadline (ms): likewise  |
 | executions:workflow:<id>         | ZSET    | execution ids of one workflow, score = creation time (ms) |
+| executions:history               | ZSET    | every execution not yet pruned, "<id> <workflowId>",      |
+|                                  |         | score = creation time (ms): what pruning walks, oldest    |
+|                                  |         | first (core/retention.py)                                 |
+| executions:pruning               | STRING  | held by the worker pruning now; short TTL                 |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
+| worker:<workerId>                | STRING  | a worker's presence: its heartbeat connection and the     |
+|                                  |         | executions it holds; TTL = the lease (core/presence.py)   |
+| workers                          | ZSET    | worker ids, score = their last heartbeat (ms)             |
 | push:<pushRef>                   | channel | editor events                                             |
 
 An optional global prefix (MINI_N8N_KEY_PREFIX) is put in front of every key, so several
@@ -74,13 +83,15 @@ PROTECTED = "memory:"
 # the database. A public session key may never produce one of them.
 _WORKFLOWS_TAG = "{w}:"  # in a cluster: the one slot of the workflows and the webhook table
 _OWN_PREFIXES = (
-    "workflow:", "execution:", "executions:", "session:", "push:", PROTECTED, _WORKFLOWS_TAG
+    "workflow:", "execution:", "executions:", "session:", "push:", "worker:", PROTECTED,
+    _WORKFLOWS_TAG,
 )  # fmt: skip
-_OWN_NAMES = ("workflows", "webhooks")
+_OWN_NAMES = ("workflows", "webhooks", "workers")
 _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
 _KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
 _GLOB_SPECIAL = "\\*?[]"
+_EVENTS = ":events"
 
 
 class ReservedKeyError(ValueError):
@@ -184,7 +195,10 @@ class Keys:
         return self._execution(execution_id)
 
     def execution_events(self, execution_id: str) -> str:
-        return self._execution(execution_id, ":events")
+        return self._execution(execution_id, _EVENTS)
+
+    def execution_sent(self, execution_id: str) -> str:
+        return self._execution(execution_id, ":sent")
 
     def execution_turn(self, execution_id: str) -> str:
         return self._execution(execution_id, ":turn")
@@ -240,6 +254,12 @@ class Keys:
     def workflow_executions(self, workflow_id: str) -> str:
         return f"{self.prefix}executions:workflow:{workflow_id}"
 
+    def executions_history(self) -> str:
+        return f"{self.prefix}executions:history"
+
+    def pruning(self) -> str:
+        return f"{self.prefix}executions:pruning"
+
     def session_queue(self, workflow_id: str, session_id: str) -> str:
         if self.cluster:
             return f"{self.prefix}session:{{{workflow_id}:{session_id}}}"
@@ -248,6 +268,12 @@ class Keys:
     def push(self, push_ref: str) -> str:
         return f"{self.prefix}push:{push_ref}"
 
+    def worker(self, worker_id: str) -> str:
+        return f"{self.prefix}worker:{worker_id}"
+
+    def workers(self) -> str:
+        return f"{self.prefix}workers"
+
     def _execution(self, execution_id: str, suffix: str = "") -> str:
         if self.cluster:
             return f"{self.prefix}execution:{{{execution_id}}}{suffix}"
@@ -255,6 +281,25 @@ class Keys:
 
     def _workflows_space(self) -> str:
         return self.prefix + (_WORKFLOWS_TAG if self.cluster else "")
+
+
+def sent_of(channel: str) -> str:
+    """The sent list (`execution:<id>:sent`, core/replay.py) of an execution's channel."""
+    if not channel.endswith(_EVENTS):
+        raise ValueError(f"{channel!r} is not an execution's channel")
+    return channel[: -len(_EVENTS)] + ":sent"
+
+
+def history_member(execution_id: str, workflow_id: str) -> str:
+    """An execution's member of `executions:history`: its id, then its workflow's (an execution
+    id holds no space), so pruning finds the workflow's index even once the record is gone."""
+    return f"{execution_id} {workflow_id}"
+
+
+def history_entry(member: str) -> tuple[str, str]:
+    """(execution id, workflow id) of a `history_member`."""
+    execution_id, _, workflow_id = member.partition(" ")
+    return execution_id, workflow_id
 
 
 def _escape_id(workflow_id: str) -> str:

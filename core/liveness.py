@@ -29,6 +29,10 @@ from enum import StrEnum
 from core.execution_record import Status
 
 CONFIRM_MS = 2000
+# The same, when the evidence is that the worker's heartbeat connection is gone (core/presence.py):
+# a living worker whose connection was only killed has reconnected and renamed its leases within
+# its next heartbeat (half a second) and the reconnect.
+GONE_CONFIRM_MS = 1000
 
 
 class Verdict(StrEnum):
@@ -67,3 +71,10 @@ def lost_within(lease_seconds: float, check_every_seconds: float = 1.0) -> float
     """At most how long after its worker's last renewal a lost execution is ended: its lease
     runs out, a reaper (workers look every second) sees it lost, and again CONFIRM_MS later."""
     return lease_seconds + CONFIRM_MS / 1000 + 2 * check_every_seconds
+
+
+def dead_within(check_every_seconds: float = 0.5) -> float:
+    """At most how long after its worker's process died (its connections closed) an execution
+    is ended: a look at the workers' connections (every half second, by every worker and api),
+    and again GONE_CONFIRM_MS later."""
+    return GONE_CONFIRM_MS / 1000 + 2 * check_every_seconds

@@ -12,6 +12,7 @@ cluster and matters to callers:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,11 @@ def publish(client: Any, channel: str, message: str | bytes) -> Any:
 def publish_command(client: Any) -> str:
     """The command a Lua script publishes with (the channel must then be one of its KEYS)."""
     return "SPUBLISH" if is_cluster(client) else "PUBLISH"
+
+
+def script_sha(source: str) -> str:
+    """The SHA-1 Redis names a script by (EVALSHA)."""
+    return hashlib.sha1(source.encode()).hexdigest()
 
 
 def script(client: Any, source: str) -> Any:

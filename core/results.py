@@ -28,6 +28,9 @@ class FinalResult:
     expired: bool = False  # a Chat node's wait ran out
     # The session's conversation goes on in a next execution (core/events.py `next`).
     continues: bool = False
+    # The api wrote `error` itself, for whoever waits on the stream (Redis unreachable, the end
+    # lost): a public client may read it (core/public_errors.py). Never sent between processes.
+    public: bool = False
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"status": self.status.value, "error": self.error}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 # The bundled example workflows of a source checkout; the image copies them elsewhere and says so.
 EXAMPLES_DIR = str(Path(__file__).resolve().parent.parent / "examples" / "workflows")
@@ -28,6 +29,36 @@ def _bool(name: str, default: bool) -> bool:
 def _float(name: str, default: float) -> float:
     value = os.environ.get(name)
     return float(value) if value not in (None, "") else default
+
+
+def _secret(name: str) -> str:
+    """NAME, or the content of the file NAME_FILE names: a compose or docker secret, which never
+    shows on a command line, in `docker inspect` or in a process's environment."""
+    value, path = os.environ.get(name, ""), os.environ.get(f"{name}_FILE", "")
+    if not path:
+        return value
+    if value:
+        raise ValueError(f"set {name} or {name}_FILE, not both")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()  # `echo … > file` ends it with a line break
+    except OSError as err:
+        raise ValueError(f"{name}_FILE: cannot read {path}: {err.strerror}") from None
+    if not text:
+        raise ValueError(f"{name}_FILE: {path} is empty")
+    return text
+
+
+def _with_password(url: str, name: str) -> str:
+    """`url` with the password the file NAME_FILE holds (none: `url` as it is)."""
+    if not os.environ.get(f"{name}_FILE"):
+        return url
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise ValueError(f"{name}_FILE is set and the URL holds a password too: keep one")
+    user = quote(unquote(parts.username or ""), safe="")
+    netloc = f"{user}:{quote(_secret(name), safe='')}@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass
@@ -73,16 +104,33 @@ class Settings:
     # long loops): a run that computes rather than waits is stopped well before the wall-clock
     # timeout, and never starves the worker's lease greenlet for long.
     execution_cpu_seconds: float = 60.0
-    # Executions are kept a week, like n8n's default pruning age.
-    executions_ttl: int = 7 * 24 * 3600
+    # How long Redis keeps an execution's keys after their last write (seconds): the backstop
+    # under the pruning below. Unset, it follows EXECUTIONS_DATA_MAX_AGE, so a finished
+    # execution expires that long after it stopped, as n8n prunes (core/retention.py).
+    executions_ttl: int = 336 * 3600
+    # n8n's pruning of execution history, with its names and defaults (core/retention.py):
+    # finished executions older than max age (hours) or beyond the newest max count go.
+    executions_prune: bool = True
+    executions_max_age_hours: float = 336.0
+    executions_prune_max_count: int = 10_000
+    # A manual run that is not to be saved stays this long (hours), as n8n's soft-deleted
+    # ones do: the user may look at it while building the workflow.
+    executions_hard_delete_buffer_hours: float = 1.0
+    # n8n's global save defaults ("all" or "none"), which a workflow's settings override.
+    executions_save_on_success: str = "all"
+    executions_save_on_error: str = "all"
+    executions_save_manual: bool = True
     # Quiet streams get a keepalive line after this long; also how often a relay checks that
     # the execution's worker is still alive.
     keepalive_seconds: float = 5.0
     # A chat socket whose client leaves heartbeats unanswered this long is closed (n8n's 60 s).
     chat_heartbeat_timeout_seconds: float = 60.0
-    # A worker renews its lease on running executions every second; one that misses this long
-    # is considered lost and its executions fail. Bounds how long a stream waits on a dead worker.
-    lease_seconds: float = 5.0
+    # A worker renews its lease on running executions twice a second; one that misses this long
+    # is considered lost and its executions fail. A worker whose process died is noticed within
+    # about two seconds by its closed connection (core/presence.py); the lease is the bound for
+    # one that is silent but may be alive: paused by the OS, starved of CPU, cut off by the
+    # network. Long enough that those come back and go on.
+    lease_seconds: float = 30.0
     # How many webhook requests one api process works on at once before their streams open
     # (lookups, records, subscriptions, enqueueing: a few Redis round trips each); the rest wait
     # their turn, so a burst of thousands queues here instead of on the Redis pool.
@@ -119,9 +167,11 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        redis_url = os.environ.get("REDIS_URL") or cls.redis_url
+        # Secrets may come from files (NAME_FILE): the api key, whole URLs, or Redis' password
+        # alone, which joins REDIS_URL (docker-compose.yml passes it so).
+        redis_url = _with_password(_secret("REDIS_URL") or cls.redis_url, "REDIS_PASSWORD")
         cluster = _bool("MINI_N8N_REDIS_CLUSTER", cls.redis_cluster)
-        broker_url = os.environ.get("CELERY_BROKER_URL") or ""
+        broker_url = _secret("CELERY_BROKER_URL")
         if cluster and not broker_url:
             raise ValueError(
                 "MINI_N8N_REDIS_CLUSTER=true needs CELERY_BROKER_URL: the Celery broker cannot be "
@@ -131,7 +181,7 @@ class Settings:
             redis_url=redis_url,
             broker_url=broker_url or redis_url,
             redis_cluster=cluster,
-            api_key=os.environ.get("MINI_N8N_API_KEY", ""),
+            api_key=_secret("MINI_N8N_API_KEY"),
             require_api_key=_bool("MINI_N8N_REQUIRE_API_KEY", cls.require_api_key),
             workflows_dir=os.environ.get("MINI_N8N_WORKFLOWS_DIR", ""),
             demo=_bool("MINI_N8N_DEMO", cls.demo),
@@ -150,7 +200,7 @@ class Settings:
             execution_cpu_seconds=_float(
                 "MINI_N8N_EXECUTION_CPU_SECONDS", cls.execution_cpu_seconds
             ),
-            executions_ttl=_int("MINI_N8N_EXECUTIONS_TTL", cls.executions_ttl),
+            **_retention(),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             chat_heartbeat_timeout_seconds=_float(
                 "MINI_N8N_CHAT_HEARTBEAT_TIMEOUT", cls.chat_heartbeat_timeout_seconds
@@ -174,3 +224,38 @@ class Settings:
             or cls.worker_metrics_host,
             log_format=(os.environ.get("MINI_N8N_LOG_FORMAT") or cls.log_format).lower(),
         )
+
+
+def _save_mode(name: str, default: str) -> str:
+    value = (os.environ.get(name) or default).strip().lower()
+    if value not in ("all", "none"):
+        raise ValueError(f"{name} must be all or none, not {value!r}")
+    return value
+
+
+def _retention() -> dict:
+    """n8n's execution pruning and save settings; MINI_N8N_EXECUTIONS_TTL (seconds), the older
+    name, is the keys' time to live when set, else the max age."""
+    max_age = _float("EXECUTIONS_DATA_MAX_AGE", Settings.executions_max_age_hours)
+    if max_age <= 0:
+        raise ValueError("EXECUTIONS_DATA_MAX_AGE must be a number of hours above 0")
+    return {
+        "executions_ttl": _int("MINI_N8N_EXECUTIONS_TTL", max(1, round(max_age * 3600))),
+        "executions_prune": _bool("EXECUTIONS_DATA_PRUNE", Settings.executions_prune),
+        "executions_max_age_hours": max_age,
+        "executions_prune_max_count": _int(
+            "EXECUTIONS_DATA_PRUNE_MAX_COUNT", Settings.executions_prune_max_count
+        ),
+        "executions_hard_delete_buffer_hours": _float(
+            "EXECUTIONS_DATA_HARD_DELETE_BUFFER", Settings.executions_hard_delete_buffer_hours
+        ),
+        "executions_save_on_success": _save_mode(
+            "EXECUTIONS_DATA_SAVE_ON_SUCCESS", Settings.executions_save_on_success
+        ),
+        "executions_save_on_error": _save_mode(
+            "EXECUTIONS_DATA_SAVE_ON_ERROR", Settings.executions_save_on_error
+        ),
+        "executions_save_manual": _bool(
+            "EXECUTIONS_DATA_SAVE_MANUAL_EXECUTIONS", Settings.executions_save_manual
+        ),
+    }

@@ -20,7 +20,8 @@ from typing import Any
 
 from core.keys import Keys
 
-REWRITE_AFTER_SECONDS = 3600.0  # well inside any TTL: a version in use never expires
+# Rewritten this often while in use (half the TTL when that is shorter): it never expires.
+REWRITE_AFTER_SECONDS = 3600.0
 
 
 class WorkflowSnapshots:
@@ -41,7 +42,7 @@ class WorkflowSnapshots:
         if (
             seen is not None
             and seen[0] is raw
-            and time.monotonic() - seen[2] < REWRITE_AFTER_SECONDS
+            and time.monotonic() - seen[2] < min(REWRITE_AFTER_SECONDS, self.ttl / 2)
         ):
             return {"id": workflow_id, "digest": seen[1]}
         text = _canonical(raw)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from core.clock import now_ms
+from core.redis_errors import error_text
 from engine.cpu import Checkpoints
 from engine.errors import EngineError, ExecutionCanceled, ExpressionError
 from engine.expressions import ExpressionData, has_expression, resolve
@@ -280,7 +281,9 @@ class SupplyContext(_NodeContext):
 
 
 def error_json(err: BaseException, node_name: str | None = None) -> dict[str, Any]:
-    message = str(err) if isinstance(err, EngineError) else f"{type(err).__name__}: {err}"
+    message = (
+        str(err) if isinstance(err, EngineError) else f"{type(err).__name__}: {error_text(err)}"
+    )
     if isinstance(err, EngineError) and err.node and message.startswith(f'Node "{err.node}": '):
         message = err.message
     return {"message": message, "node": node_name, "name": type(err).__name__}

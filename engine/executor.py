@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from core.clock import now_ms
+from core.redis_errors import error_text
 from engine.context import ExecuteContext, Execution, error_json
 from engine.errors import EngineError, ExecutionCanceled, NodeExecutionError, WaitingForReply
 from engine.hooks import Hooks
@@ -198,7 +199,7 @@ def _run_node(execution: Execution, node: Node, items: list[Item], parent: str |
         _record(execution, node, run_index, task, started, status="error", error=err)
         raise
     except Exception as err:  # a bug or an unexpected library error inside a node
-        wrapped = NodeExecutionError(f"{type(err).__name__}: {err}", node=node.name)
+        wrapped = NodeExecutionError(f"{type(err).__name__}: {error_text(err)}", node=node.name)
         _record(execution, node, run_index, task, started, status="error", error=wrapped)
         raise wrapped from err
     task["data"] = {"main": outputs}

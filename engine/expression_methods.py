@@ -9,7 +9,6 @@ for reading the value and the arguments.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 from functools import lru_cache
 from typing import Any
 
+from engine import expression_json
 from engine.errors import ExpressionError
 from engine.expression_budget import items_cost, spend, text_cost
 from engine.expression_values import (
@@ -214,14 +214,7 @@ def _parse_float(args: list) -> int | float:
 
 
 def _json_parse(args: list) -> Any:
-    try:
-        return json.loads(_str_arg(args, 0), parse_int=_json_int)
-    except (ValueError, RecursionError) as exc:
-        raise ExpressionError(f"JSON.parse failed: {exc}") from None
-
-
-def _json_int(text: str) -> int | float:
-    return normalize(int(text)) if len(text) <= 20 else float(text)
+    return expression_json.parse(_str_arg(args, 0))
 
 
 def _rounding(fn: Callable[[float], int]) -> Callable[[list], int | float]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.credentials import CredentialStore
 from core.keys import Keys
 from memory.base import ChatMemory
+from memory.journal import Journal
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -59,3 +60,6 @@ class Services:
     # Called at checkpoints, at most every few milliseconds, so a run that computes lets the
     # rest of its process run.
     pause: Callable[[], None] = let_others_run
+    # Set per execution by a worker: memory turns wait there until the step that records the
+    # run's end writes them (memory/journal.py). None: turns are written as they come.
+    journal: Journal | None = None

@@ -22,13 +22,16 @@ writes one namespace: the public one, or one workflow's (`workflow_id`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from typing import Any
 
 import redis
 
 from core.jsontext import dumps, loads
 from core.keys import Keys
+from core.memory_turns import TurnWrite
 from core.redis_clients import Quick
+from core.retention import RedisFull
 from memory.base import ChatMemory
 from memory.messages import ChatMessage
 
@@ -51,9 +54,21 @@ class RedisMemory(ChatMemory):
         self._ttl_seconds = ttl_seconds  # 0 = never expires (n8n's sessionTTL default)
         self._workflow_id = workflow_id  # set: the sessions of this protected workflow
 
+    @property
+    def client(self) -> redis.Redis:
+        return self._client
+
     def key(self, session_key: str) -> str:
         """The Redis list holding the session (ReservedKeyError if it may not be one)."""
         return self._keys.chat(session_key, self._workflow_id)
+
+    def place(self, session_key: str) -> Hashable:
+        return (server_of(self._client), self.key(session_key))
+
+    def turn(self, session_key: str, messages: list[ChatMessage]) -> TurnWrite:
+        """What `add_turn` would write, for a caller that writes it in a script of its own."""
+        encoded = [encode(m) for m in messages]
+        return TurnWrite(self.key(session_key), encoded, self._ttl_seconds)
 
     def messages(self, session_key: str) -> list[ChatMessage]:
         return self._read(session_key, stop=-1)
@@ -66,16 +81,21 @@ class RedisMemory(ChatMemory):
         return self._read(session_key, stop=2 * window - 1)
 
     def add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
+        try:
+            self._add_turn(session_key, messages)
+        except redis.OutOfMemoryError as err:  # said plainly: Redis' words name the key and turn
+            raise RedisFull() from err
+
+    def _add_turn(self, session_key: str, messages: list[ChatMessage]) -> None:
         if not messages:
             return  # LPUSH needs at least one element
-        key = self.key(session_key)
-        encoded = [encode(m) for m in messages]
-        if self._ttl_seconds <= 0:
-            self._command("LPUSH", key, *encoded)  # one command: no transaction to wrap it in
+        write = self.turn(session_key, messages)
+        if write.ttl_seconds <= 0:
+            self._command("LPUSH", write.key, *write.elements)  # one command: no transaction
             return
         pipe = self._client.pipeline(transaction=True)
-        pipe.lpush(key, *encoded)
-        pipe.expire(key, self._ttl_seconds)
+        pipe.lpush(write.key, *write.elements)
+        pipe.expire(write.key, write.ttl_seconds)
         pipe.execute()
 
     def clear(self, session_key: str) -> None:
@@ -129,6 +149,14 @@ def decode(element: str | bytes) -> ChatMessage | None:
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         log.warning("skipping unreadable chat memory element %.200r: %s", element, exc)
         return None
+
+
+def server_of(client: Any) -> Hashable:
+    """Which server (and database) a client talks to."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if not kwargs:
+        return id(client)
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("path"), kwargs.get("db"))
 
 
 def _text(value: str | bytes) -> str:

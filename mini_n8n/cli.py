@@ -75,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 # What `mini-n8n api` says when the deployment requires a key (the image does) and none is set.
 MISSING_API_KEY = (
     "MINI_N8N_API_KEY is not set, and this deployment requires one for REST and the editor: "
-    "set it in the api's environment (docker compose: put "
-    "MINI_N8N_API_KEY=<a long random string> in .env next to docker-compose.yml; docker run: "
-    "-e MINI_N8N_API_KEY=...)"
+    "set it in the api's environment (docker compose: a file holding it, named in .env as "
+    "MINI_N8N_API_KEY_SECRET=<its path>, see docs/deploy.md; docker run: "
+    "-e MINI_N8N_API_KEY_FILE=<a file mounted in the container> or -e MINI_N8N_API_KEY=...)"
 )
 
 # The Redis the current command reads (a local_state.RedisChoice), for error messages.

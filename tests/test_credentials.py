@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.credentials import CredentialError, CredentialStore
+from core.credentials import CredentialError, CredentialStore, UrlNotAllowed, check_url
 
 KEY = "sk-test-SECRET-123"
 OTHER_KEY = "sk-test-OTHER-456"
@@ -179,3 +179,94 @@ def test_has_type_names_the_configured_types_and_the_environments_key():
     assert store.has_type("redis") and not store.has_type("openAiApi")
     from_env = CredentialStore(env={"OPENAI_API_KEY": "sk-x"})
     assert from_env.has_type("openAiApi") and not from_env.has_type("redis")
+
+
+# --- Allowed HTTP Request Domains (n8n's assertCredentialAllowsUrl with a pinned URL) ----------
+OWN = "http://127.0.0.1:8000/v1"
+
+
+def openai_with(**domains) -> dict:
+    return {"id": "o1", "name": "OpenAi", "type": "openAiApi",
+            "data": {"apiKey": KEY, "url": OWN, **domains}}  # fmt: skip
+
+
+def refusal(credential: dict, url: str) -> str | None:
+    resolved = CredentialStore([credential]).resolve("openAiApi", None)
+    try:
+        check_url(resolved, url, OWN)
+    except UrlNotAllowed as err:
+        return str(err)
+    return None
+
+
+def test_without_allowed_domains_a_credential_goes_only_to_its_own_url():
+    assert refusal(openai_with(), OWN + "/") is None
+    assert refusal(openai_with(), "http://127.0.0.2:9000/v1") == (
+        'Domain not allowed: credential "OpenAi" belongs to 127.0.0.1:8000 and is not sent to '
+        '127.0.0.2:9000. To allow it, set its allowedHttpRequestDomains to "domains" with '
+        'allowedDomains "127.0.0.2", or to "all".'
+    )
+
+
+def test_all_allows_any_url():
+    assert refusal(openai_with(allowedHttpRequestDomains="all"), "http://elsewhere:1/v1") is None
+
+
+def test_none_allows_only_the_credentials_own_url_in_n8ns_words():
+    none = openai_with(allowedHttpRequestDomains="none")
+    assert refusal(none, OWN) is None
+    assert refusal(none, "http://user:pw@127.0.0.1:9000/v1?k=v") == (
+        "Domain not allowed: This credential is restricted from accessing 127.0.0.1:9000."
+    )
+
+
+@pytest.mark.parametrize(
+    "allowed, url, ok",
+    [
+        ("example.com", "https://example.com/v1", True),
+        ("Example.COM.", "https://example.com./v1", True),
+        ("example.com", "https://api.example.com/v1", False),
+        ("*.example.com", "https://api.example.com/v1", True),
+        ("*.example.com", "https://example.com/v1", False),  # subdomains only, as n8n's
+        ("a.org, *.example.com ,127.0.0.2", "http://127.0.0.2:9/v1", True),
+        ("example.com", "https://example.com.evil.net/v1", False),
+        ("example.com", "https://evil.net/?example.com", False),
+        ("::1", "http://[::1]:9/v1", True),
+    ],
+)
+def test_domains_allow_the_hosts_their_list_names(allowed, url, ok):
+    domains = openai_with(allowedHttpRequestDomains="domains", allowedDomains=allowed)
+    message = refusal(domains, url)
+    assert (message is None) is ok
+    if not ok:
+        assert message is not None and message.endswith(
+            f"Only the following domains are allowed: {allowed.strip()}"
+        )
+
+
+def test_domains_with_an_empty_list_refuse_as_n8n_does():
+    empty = openai_with(allowedHttpRequestDomains="domains", allowedDomains=" ")
+    assert refusal(empty, OWN) == (
+        "No allowed domains specified. Configure allowed domains or change restriction setting."
+    )
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"allowedHttpRequestDomains": "some"}, 'must be "all", "domains" or "none"'),
+        ({"allowedDomains": ["a.org"]}, "allowedDomains must be a comma-separated string"),
+    ],
+)
+def test_a_restriction_n8n_would_not_offer_is_refused_when_the_file_is_read(data, message):
+    entry = {**openai_with(), "data": {"apiKey": KEY, **data}}
+    with pytest.raises(CredentialError, match=message) as caught:
+        CredentialStore([entry])
+    assert KEY not in str(caught.value)
+
+
+def test_the_restriction_shows_in_the_redacted_view():
+    entry = openai_with(allowedHttpRequestDomains="domains", allowedDomains="a.org")
+    data = CredentialStore([entry]).redacted()[0]["data"]
+    assert data == {"apiKey": "***", "url": OWN, "allowedHttpRequestDomains": "domains",
+                    "allowedDomains": "a.org"}  # fmt: skip

@@ -23,13 +23,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
 from core import events, jsontext
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status, WorkerRef
 from core.executions import Claimed, Ended, ExecutionStore
 from core.leases import LeaseStore
+from core.public_errors import public_chunk
 from core.redis_clients import publish
+from core.redis_errors import error_text
 from core.results import FinalResult
+from core.retention import REDIS_FULL, Retention
 from core.retry import retrying
 from core.settings import Settings
 from core.stops import STOPPED_WAITING
@@ -42,6 +47,7 @@ from engine.services import Services
 from worker.greenlets import call_later
 from worker.metrics import Claim, WorkerMetrics
 from worker.push import PushHooks
+from worker.run_memory import RunMemory
 from worker.stops import Stops
 from worker.waiting import Conversations
 from worker.workflow_cache import WorkflowCache
@@ -84,6 +90,7 @@ class ExecutionRunner:
         self.workflows = WorkflowCache()
         self.conversations = Conversations(store, outbox)
         self.snapshots = WorkflowSnapshots(store.client, store.keys, settings.executions_ttl)
+        self.retention = Retention(store, settings)
 
     def run(self, message: dict[str, Any]) -> str:
         """Run the task's execution; its final status, or "dropped" if it was not ours to run."""
@@ -96,13 +103,14 @@ class ExecutionRunner:
             if not claimed:
                 return "dropped"  # stopped, or lost and reaped, before it could start
             claim = self.metrics.claimed(running)
+            memory = RunMemory(self.store.client, self.store.cluster)
             try:
                 if claimed == Claimed.STOP_ASKED:
                     cancel.set()
-                return self._run_claimed(payload, running, cancel, claim)
+                return self._run_claimed(payload, running, cancel, claim, memory)
             except Exception as err:  # a bug, or Redis gone for good: end it if it still can
                 log.exception("execution %s failed in the worker", record.id)
-                return self._fail(payload, running, claim, err)
+                return self._fail(payload, running, claim, memory, err)
             finally:
                 claim.close()
         finally:
@@ -117,14 +125,18 @@ class ExecutionRunner:
         line = self.store.lines.key(record)
         if line and not self.store.cluster:
             running = self._running(record, token)
-            at_turn = self._step(lambda: self.store.claim_at_turn(record, running, line), "claim")
+            lease = self.leases.owner.lease(token)
+            at_turn = self._step(
+                lambda: self.store.claim_at_turn(record, running, line, lease), "claim"
+            )
             claimed, turn = at_turn
             if turn.mine:
                 return claimed, running
         if not self._wait_for_turn(record, token):
             return Claimed.NOT, record
         running = self._running(record, token)
-        return self._step(lambda: self.store.claim(record, running), "claim"), running
+        lease = self.leases.owner.lease(token)
+        return self._step(lambda: self.store.claim(record, running, lease), "claim"), running
 
     def _running(self, record: ExecutionRecord, token: str) -> ExecutionRecord:
         return record.next(status=Status.RUNNING, claim=token, started_at=now_ms(),
@@ -155,12 +167,12 @@ class ExecutionRunner:
                 held = True
             self._step(lambda: self.store.lines.wait(record.id, TURN_CHECK_SECONDS), "turn wait")
 
-    def _fail(
-        self, payload: TaskPayload, running: ExecutionRecord, claim: Claim, err: Exception
-    ) -> str:
-        run = Run(status=Status.ERROR, error=f"The execution failed in its worker: {err}")
+    def _fail(self, payload: TaskPayload, running: ExecutionRecord, claim: Claim,
+              memory: RunMemory, err: Exception) -> str:  # fmt: skip
+        error = f"The execution failed in its worker: {error_text(err)}"
+        run = Run(status=Status.ERROR, error=error)
         try:
-            return self._finish(payload, running, run, claim)
+            return self._finish(payload, running, run, claim, memory)
         except Exception:  # the lease runs out, and a reaper ends it
             log.exception("execution %s could not be ended", running.id)
             return Status.CRASHED
@@ -209,7 +221,7 @@ class ExecutionRunner:
             self.send_task(payload.next_in_session(record, first))
         except Exception as err:
             log.exception("execution %s: the session's next execution did not start", ended.id)
-            self.store.fail_start(record, f"could not start: {err}")
+            self.store.fail_start(record, f"could not start: {error_text(err)}")
 
     def _reply(self, record: ExecutionRecord, message: dict[str, Any]) -> None:
         self._step(lambda: self.store.reply(record, message), "the next execution's replies")
@@ -223,9 +235,8 @@ class ExecutionRunner:
     def _reap(self, execution_id: str) -> None:
         self._step(lambda: self.store.reap(execution_id), "reaping the session's head")
 
-    def _run_claimed(
-        self, payload: TaskPayload, running: ExecutionRecord, cancel, claim: Claim
-    ) -> str:
+    def _run_claimed(self, payload: TaskPayload, running: ExecutionRecord, cancel, claim: Claim,
+                     memory: RunMemory) -> str:  # fmt: skip
         deadline = time.monotonic() + self.timeout_seconds
         try:
             resume = self.conversations.resume(payload, running)
@@ -233,17 +244,19 @@ class ExecutionRunner:
                 payload.items = self._stored_items(running.id)
         except LookupError as err:
             run = Run(status=Status.ERROR, error=str(err))
-            return self._finish(payload, running, run, claim)
+            return self._finish(payload, running, run, claim, memory)
         while True:
-            run = self._execute(payload, running, cancel, resume, deadline)
+            run = self._execute(payload, running, cancel, resume, deadline, memory)
             if run.status != Status.WAITING:
-                return self._finish(payload, running, run, claim)
+                return self._finish(payload, running, run, claim, memory)
             outcome, reply = self.conversations.pause(
-                payload, running, run, _bounded_run_data(run.run_data)
+                payload, running, run, _bounded_run_data(run.run_data), memory.take(running.id)
             )
+            if outcome != "stopped":  # (stopped: its turns go with the end, next)
+                memory.step_done()
             if outcome == "stopped":  # asked while it was about to wait
                 run.status, run.error = Status.CANCELED, STOPPED_WAITING
-                return self._finish(payload, running, run, claim)
+                return self._finish(payload, running, run, claim, memory)
             if outcome != "reply":
                 claim.ended(Status.WAITING if outcome == "paused" else Status.CRASHED)
                 return Status.WAITING
@@ -251,7 +264,8 @@ class ExecutionRunner:
             resume = {"state": run.waiting, "reply": reply}
 
     def _execute(self, payload: TaskPayload, record: ExecutionRecord, cancel,
-                 resume: dict[str, Any] | None, deadline: float) -> Run:  # fmt: skip
+                 resume: dict[str, Any] | None, deadline: float,
+                 memory: RunMemory) -> Run:  # fmt: skip
         timed_out = threading.Event()
 
         def time_out() -> None:
@@ -265,7 +279,7 @@ class ExecutionRunner:
                 payload.items,
                 start_node=payload.start_node,
                 hooks=self._hooks(payload, record),
-                services=self.services,
+                services=memory.services(self.services),
                 execution_id=record.id,
                 mode=record.mode,
                 streaming=payload.streaming,
@@ -276,7 +290,7 @@ class ExecutionRunner:
             # A snapshot that no longer loads, or a bug: the record must still say it failed
             # rather than stay `running` until a reaper calls the worker lost.
             log.exception("execution %s could not run", record.id)
-            run = Run(status=Status.ERROR, error=f"The execution could not run: {err}")
+            run = Run(status=Status.ERROR, error=f"The execution could not run: {error_text(err)}")
         finally:
             cancel_timer()
         if run.status == Status.CANCELED and timed_out.is_set():
@@ -294,16 +308,19 @@ class ExecutionRunner:
         channel = self.keys.execution_events(record.id)
         hooks = Hooks()
         if payload.streaming and payload.response_mode != "onReceived":
-            hooks.add_handler("sendChunk", lambda chunk: self.outbox.chunk(channel, chunk))
+            # The channel's reader is a public client: a failed node's text stays in the record.
+            hooks.add_handler(
+                "sendChunk",
+                lambda chunk: self.outbox.chunk(channel, public_chunk(chunk, record.id)),
+            )
         hooks.add_handler("sendResponse", lambda resp: self.outbox.response(channel, resp))
         if payload.push_ref:
             PushHooks(self.outbox, self.keys.push(payload.push_ref), record).attach(hooks)
         self.conversations.attach(hooks, payload, record)
         return hooks
 
-    def _finish(
-        self, payload: TaskPayload, running: ExecutionRecord, run: Run, claim: Claim
-    ) -> str:
+    def _finish(self, payload: TaskPayload, running: ExecutionRecord, run: Run, claim: Claim,
+                memory: RunMemory) -> str:  # fmt: skip
         """Once every chunk is out, record the outcome and publish the final event in one step
         (counted crashed when Redis never took it)."""
         self.conversations.forget(running.id)
@@ -329,25 +346,43 @@ class ExecutionRunner:
         )
         published = event if self.outbox.publishes_final else ""
         successor = self._successor(payload, running)
+        turns = memory.take(running.id)
         try:
             ended = self._step(
-                lambda: self.store.finish(running, final, published, successor), "the end"
+                lambda: self.store.finish(running, final, published, successor, turns), "the end"
             )
         except Exception as err:  # Redis stayed away: the lease runs out and a reaper ends it
             log.error("execution %s: outcome not recorded: %s", running.id, err)
+            if isinstance(err, redis.OutOfMemoryError):  # its stream is told why, at once
+                self.outbox.refused(channel, seq, REDIS_FULL)
             claim.ended(Status.CRASHED)
             return Status.CRASHED
+        memory.step_done()
         if not ended.written:
-            log.warning("execution %s ended elsewhere before it finished here", running.id)
+            log.warning("execution %s ended elsewhere before it finished here (declared lost, "
+                        "or stopped): its outcome and memory turns are dropped", running.id)  # fmt: skip
         else:
             self.outbox.delivered(channel, event)
-        claim.ended(run.status if ended.written else Status.CRASHED)
+            self.retention.ended(final, lambda: self._workflow(payload).settings)
+        status = Status(run.status) if ended.written else Status.CRASHED
+        claim.ended(status)
         if ended.written and ended.leftovers:
             self._next_in_session(payload, running, ended, successor)
         if payload.push_ref:
-            finished = {"executionId": running.id, "status": run.status, "error": run.error}
-            self.outbox.event(self.keys.push(payload.push_ref), "executionFinished", finished)
-        return run.status
+            self._push_finished(payload.push_ref, running, run if ended.written else None)
+        return status
+
+    def _push_finished(self, push_ref: str, running: ExecutionRecord, run: Run | None) -> None:
+        """The editor's executionFinished: this run's outcome, or (None) what ended it
+        elsewhere, as the record says."""
+        if run is not None:
+            status, error = run.status, run.error
+        else:
+            record = self.store.get(running.id)
+            status = record.status if record else Status.CRASHED
+            error = record.error if record else "The execution record is gone."
+        finished = {"executionId": running.id, "status": status, "error": error}
+        self.outbox.event(self.keys.push(push_ref), "executionFinished", finished)
 
 
 def _leftover_messages(leftovers: list[str]) -> list[dict[str, Any]]:

@@ -1,17 +1,20 @@
 """The leases of one worker's executions, the reaping of everyone's lost ones, the sweep of
 Chat-node waits whose time ran out, and the worker's shutdown deadline.
 
-Two loops, once a second each:
-- **The heartbeat** renews the lease of every execution this worker holds (core/leases.py). It
-  runs on an OS thread of its own with its own Redis connection, not a greenlet: a greenlet runs
-  only when the others yield, and a node that computes (a long expression, a large JSON) or a
-  pool of executions waiting for connections would hold it back until the lease ran out, and a
-  living worker would be called lost. An OS thread gets the interpreter every few milliseconds
-  whatever the greenlets do.
-- **The watch** (a greenlet under gevent) reaps what looks lost (core/executions.py `reap`: an
-  execution whose worker stopped renewing, or that no worker started within the queue timeout),
-  ends the waits whose time limit passed (core/waiting.py), and watches over a warm shutdown: it
-  stops what outlives the grace period and ends the process once idle.
+Two loops:
+- **The heartbeat**, twice a second, renews the lease of every execution this worker holds
+  (core/leases.py) and announces the worker's presence (core/presence.py), naming the connection
+  it renews on. It runs on an OS thread of its own with its own Redis connection, not a
+  greenlet: a greenlet runs only when the others yield, and a node that computes (a long
+  expression, a large JSON) or a pool of executions waiting for connections would hold it back
+  until the lease ran out, and a living worker would be called lost. An OS thread gets the
+  interpreter every few milliseconds whatever the greenlets do.
+- **The watch** (a greenlet under gevent), twice a second, reaps the executions of workers whose
+  process is gone (their heartbeat connection closed); once a second, what looks lost otherwise
+  (core/executions.py `reap`: an execution whose worker stopped renewing, or that no worker
+  started within the queue timeout); it ends the waits whose time limit passed
+  (core/waiting.py), and watches over a warm shutdown: it stops what outlives the grace period
+  and ends the process once idle.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import redis
 from core.execution_record import Status
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
+from core.presence import Presence, reap_the_dead
+from core.pruning import prune_if_due
 from core.settings import Settings
 from core.waiting import WaitingStore
 from worker.greenlets import start_os_thread
@@ -36,7 +41,8 @@ from worker.stops import Stops
 
 log = logging.getLogger("mini_n8n.worker")
 
-RENEW_EVERY_SECONDS = 1.0
+RENEW_EVERY_SECONDS = 0.5
+WATCH_EVERY_SECONDS = 0.5
 REAP_EVERY_SECONDS = 1.0
 # After a shutdown began, how long the worker stays up at least, however idle it is.
 EXIT_IDLE_AFTER_SECONDS = 1.0
@@ -50,11 +56,19 @@ def exit_process() -> None:
 
 
 class Heartbeat:
-    """Renews this worker's leases every second, on an OS thread with its own connection."""
+    """Renews this worker's leases and presence twice a second, on an OS thread with its own
+    connection."""
 
-    def __init__(self, stops: Stops, connect: Callable[[], LeaseStore]):
+    def __init__(
+        self,
+        stops: Stops,
+        connect: Callable[[], tuple[LeaseStore, Presence]],
+        worker_id: str,
+    ):
         self.stops = stops
-        self._connect = connect  # builds the thread's own LeaseStore (and Redis connection)
+        # builds the thread's own LeaseStore and Presence (on one Redis connection of its own)
+        self._connect = connect
+        self.worker_id = worker_id
         self._closing = False
         self._started = False
         self._lock = threading.Lock()
@@ -70,12 +84,15 @@ class Heartbeat:
         self._closing = True
 
     def _loop(self) -> None:
-        leases: LeaseStore | None = None
+        store: tuple[LeaseStore, Presence] | None = None
         while not self._closing:
             started = time.monotonic()
             try:
-                leases = leases or self._connect()
-                leases.renew(self.stops.held())
+                store = store or self._connect()
+                leases, presence = store
+                # A new connection (a reconnect): its leases named the old one; again, at once.
+                while leases.beat(self.worker_id, self.stops.held(), presence):
+                    pass
                 self.beats += 1
             except redis.RedisError as err:
                 log.warning("could not renew execution leases: %s", err)
@@ -96,9 +113,11 @@ class Leases:
         expire_wait: Callable | None = None,
         clock: Callable[[], float] = time.monotonic,
         end_process: Callable[[], None] = exit_process,
+        presence: Presence | None = None,
     ):
         self.store = store
         self.leases = leases
+        self.presence = presence
         self.waits = WaitingStore(store)
         self.stops = stops  # which executions run here, and how to stop them all
         self.outbox = outbox  # a shutdown waits until it has published everything
@@ -123,7 +142,7 @@ class Leases:
         self._closing.set()
 
     def _loop(self) -> None:
-        while not self._closing.wait(RENEW_EVERY_SECONDS):
+        while not self._closing.wait(WATCH_EVERY_SECONDS):
             self.tick()
 
     def tick(self) -> None:
@@ -133,9 +152,12 @@ class Leases:
             if self._stop_all_at is not None and self._clock() >= self._stop_all_at:
                 self.stops.stop_all()
             self._exit_if_done(self.stops.running())
+            if self.presence is not None:
+                reap_the_dead(self.store, self.presence)
             self._reap_if_due()
             for record in self.waits.due():
                 self._expire_wait(record)
+            prune_if_due(self.store)  # the execution history, at its own pace (core/pruning.py)
         except redis.RedisError as err:
             log.warning("could not look for lost executions: %s", err)
         except Exception:  # never stop watching

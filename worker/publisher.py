@@ -9,7 +9,10 @@ The messages are core.events: consecutive chunks become one numbered `lines` eve
 
 The final event is not published here: once everything before it is out (`flush`), the outbox
 numbers it (`final`) and the execution's end publishes it in the same step that records the
-outcome (core/executions.py `finish`). While Redis is unreachable a batch is tried again, with
+outcome (core/executions.py `finish`). A channel's numbering is kept from its first event to its
+final one, or until the execution leaves this worker otherwise (`forget`: it waits for a reply,
+and may resume on another worker, which numbers its events afresh), so nothing is kept for an
+execution that no longer runs here. While Redis is unreachable a batch is tried again, with
 backoff, for up to PUBLISH_RETRY_SECONDS; what still fails is dropped, and its subscribers see
 the gap in the numbering when the final event comes.
 """
@@ -29,7 +32,10 @@ import redis
 
 from core import chunks, events
 from core.events import Event, Kind
-from core.redis_clients import Quick, publish
+from core.execution_record import Status
+from core.keys import sent_of
+from core.redis_clients import Quick, publish, publish_command, script_sha
+from core.replay import PUBLISH_KEPT, REPLAY_SECONDS
 from core.results import FinalResult
 from core.retry import TRANSIENT
 from worker.greenlets import Background
@@ -44,10 +50,22 @@ PUBLISH_RETRY_SECONDS = 60.0
 # api's relay for each, api CPU per message x0.90 and worker x0.95 (bench/compare.py). An
 # execution streaming alone publishes at once.
 TURN_SECONDS = 1e-6
+_KEPT_MS = REPLAY_SECONDS * 1000
 
 
 def let_the_loop_turn() -> None:
     time.sleep(TURN_SECONDS)
+
+
+@dataclass(frozen=True)
+class _Publish:
+    channel: str
+    message: bytes
+    kept: bool  # a numbered event, kept for a subscriber that misses it (core/replay.py)
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, redis.exceptions.NoScriptError)
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,16 @@ class _Flush:
         self.done = threading.Event()
 
 
+class _Forget:
+    """A marker in a channel's queue: its numbering is dropped once everything before it was
+    numbered (a numbering dropped earlier would come back with the events still pending)."""
+
+    __slots__ = ()
+
+
+_FORGET = _Forget()
+
+
 def _joined(chunks: list[_Chunk]) -> Event:
     return events.lines(
         "".join(c.line for c in chunks),
@@ -88,15 +116,24 @@ class Outbox:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush]] = OrderedDict()  # in order
+        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]] = (
+            OrderedDict()
+        )  # in order
         self._seq: dict[str, int] = {}
         # Started on first use, and again should it ever die: one bad message must not
         # silence every execution of this worker.
         self._thread = Background(self._serve, "outbox")
         self._busy = False
+        self._kept_sha = script_sha(PUBLISH_KEPT)
 
     def chunk(self, channel: str, chunk: dict[str, Any]) -> None:
         self._put(channel, _chunk(chunk))
+
+    @property
+    def numbered(self) -> int:
+        """Channels whose numbering it keeps: executions that stream here now."""
+        with self._lock:
+            return len(self._seq)
 
     def idle(self) -> bool:
         """Nothing waits to be published and no publish is in flight."""
@@ -127,7 +164,22 @@ class Outbox:
     def delivered(self, channel: str, event: str) -> None:
         """The final event went out with the end's own step: nothing left to do here."""
 
-    def _put(self, channel: str, event: Event | _Chunk | _Flush) -> None:
+    def forget(self, channel: str) -> None:
+        """The execution left this worker without a final event (it waits for a reply): its
+        numbering goes once what it handed over is out."""
+        self._put(channel, _FORGET)
+
+    def refused(self, channel: str, seq: int, error: str) -> None:
+        """Redis refused to record the end (it is full): the stream still ends, with `error`
+        as its final event (a publish needs no memory; the record is ended by a reaper once
+        Redis has room again)."""
+        message = events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+        try:
+            publish(self.client, channel, message)
+        except redis.RedisError as err:  # the stream then ends once a reaper ends the execution
+            log.error("the final event of %s could not be published: %s", channel, err)
+
+    def _put(self, channel: str, event: Event | _Chunk | _Flush | _Forget) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
         self._thread.ensure()
@@ -155,17 +207,19 @@ class Outbox:
         with self._lock:
             return len(self._seq) > 1
 
-    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
+    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
         publishes = []
         for channel, pending in batch.items():
             try:
-                messages = [m.encode("utf-8") for m in self._messages(channel, pending)]
+                messages = [
+                    (m.encode("utf-8"), kept) for m, kept in self._messages(channel, pending)
+                ]
             except Exception:
                 # This channel's subscribers see a gap in the sequence and say the events were
                 # lost; the other executions in the batch go out as usual.
                 log.exception("events for %s could not be encoded; dropped", channel)
                 continue
-            publishes += [(channel, message) for message in messages]
+            publishes += [_Publish(channel, message, kept) for message, kept in messages]
         if not publishes:
             return
         delay, deadline = 0.1, time.monotonic() + PUBLISH_RETRY_SECONDS
@@ -183,21 +237,37 @@ class Outbox:
                 self._sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _send(self, publishes: list[tuple[str, bytes]]) -> None:
-        """One round trip for the whole batch: the quick way on one Redis, else a pipeline."""
+    def _send(self, publishes: list[_Publish]) -> None:
+        """One round trip for the whole batch: the quick way on one Redis, else a pipeline.
+        A numbered event is kept as it is published (core/replay.py)."""
         if self._quick is not None:
-            replies = self._quick.exchange([("PUBLISH", c, m) for c, m in publishes])
+            replies = self._quick.exchange([self._command(p) for p in publishes])
+            forgot = [p for p, r in zip(publishes, replies, strict=True) if _no_script(r)]
+            if forgot:  # Redis restarted, or flushed its scripts: nothing of these ran
+                self._kept_sha = self.client.script_load(PUBLISH_KEPT)
+                replies = self._quick.exchange([self._command(p) for p in forgot])
             # As the pipeline's execute: a refused publish (an ACL, say) is an error to log.
             refused = next((r for r in replies if isinstance(r, redis.ResponseError)), None)
             if refused is not None:
                 raise refused
             return
         pipe = self.client.pipeline(transaction=False)
-        for channel, message in publishes:
-            publish(pipe, channel, message)
+        for p in publishes:
+            if p.kept:
+                # (as a command: a cluster's pipeline has no eval(), yet routes EVAL by its keys)
+                pipe.execute_command("EVAL", PUBLISH_KEPT, 2, p.channel, sent_of(p.channel),
+                                     p.message, _KEPT_MS, publish_command(pipe))  # fmt: skip
+            else:
+                publish(pipe, p.channel, p.message)
         pipe.execute()
 
-    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush]]) -> None:
+    def _command(self, p: _Publish) -> tuple:
+        if not p.kept:
+            return ("PUBLISH", p.channel, p.message)
+        return ("EVALSHA", self._kept_sha, 2, p.channel, sent_of(p.channel), p.message,
+                _KEPT_MS, "PUBLISH")  # fmt: skip
+
+    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
         """Whatever happened to the batch, executions waiting for a flush go on."""
         with self._lock:
             self._busy = False
@@ -206,12 +276,22 @@ class Outbox:
                 if isinstance(entry, _Flush):
                     entry.done.set()
 
-    def _messages(self, channel: str, pending: list[Event | _Chunk | _Flush]) -> list[str]:
-        """Consecutive chunks become one `lines` event; other events keep their place."""
-        messages: list[str] = []
+    def _messages(
+        self, channel: str, pending: list[Event | _Chunk | _Flush | _Forget]
+    ) -> list[tuple[str, bool]]:
+        """Consecutive chunks become one `lines` event; other events keep their place. Each
+        with whether it is kept (numbered: an execution's, not an editor's push)."""
+        messages: list[tuple[str, bool]] = []
         lines: list[_Chunk] = []
         for entry in pending:
             if isinstance(entry, _Flush):
+                continue
+            if isinstance(entry, _Forget):
+                if lines:
+                    messages.append(self._message(channel, _joined(lines)))
+                    lines = []
+                with self._lock:
+                    self._seq.pop(channel, None)
                 continue
             if isinstance(entry, _Chunk):
                 lines.append(entry)
@@ -224,13 +304,13 @@ class Outbox:
             messages.append(self._message(channel, _joined(lines)))
         return messages
 
-    def _message(self, channel: str, event: Event) -> str:
+    def _message(self, channel: str, event: Event) -> tuple[str, bool]:
         if event.kind == Kind.PUSH:  # push channels mix executions and workers: no sequence
-            return events.encode(event)
+            return events.encode(event), False
         with self._lock:
             seq = self._seq.get(channel, 0)
             self._seq[channel] = seq + 1
-        return events.encode(events.numbered(event, seq))
+        return events.encode(events.numbered(event, seq)), True
 
 
 class LocalOutbox:
@@ -268,6 +348,17 @@ class LocalOutbox:
     def delivered(self, channel: str, event: str) -> None:
         """The end is recorded: now its stream gets the final event."""
         self._deliver(channel, event)
+
+    def forget(self, channel: str) -> None:
+        """The execution waits for a reply: its numbering goes (delivery is synchronous)."""
+        with self._lock:
+            self._seq.pop(channel, None)
+
+    def refused(self, channel: str, seq: int, error: str) -> None:
+        """Redis refused to record the end: the stream ends with `error`."""
+        self._deliver(
+            channel, events.encode(events.done(FinalResult(Status.ERROR, error).to_json(), seq))
+        )
 
     def event(self, channel: str, event_type: str, data: dict[str, Any]) -> None:
         with contextlib.suppress(redis.RedisError):

@@ -6,7 +6,11 @@ mode the api process holds one too (api/launcher.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -17,8 +21,11 @@ from core.execution_record import ExecutionRecord
 from core.executions import ExecutionStore
 from core.keys import Keys
 from core.leases import LeaseStore
+from core.presence import Owner, Presence
+from core.pruning import Pruner
 from core.redis_clients import connect
 from core.redis_credentials import RedisConnections
+from core.redis_errors import error_text
 from core.settings import Settings
 from core.task import TaskPayload
 from core.waiting import WaitingStore
@@ -53,7 +60,11 @@ class WorkerRuntime:
         self.keys = Keys.from_settings(settings)
         self.client = client or _client(settings)
         self.store = ExecutionStore.from_settings(self.client, self.keys, settings)
-        self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds)
+        # Whose heartbeat connection this worker's leases name (core/presence.py).
+        self.owner = Owner()
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.lease_store = LeaseStore(self.client, self.keys, settings.lease_seconds, self.owner)
+        self.presence = Presence(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
         greenlets.use_unpatched_poll()
@@ -71,8 +82,10 @@ class WorkerRuntime:
             self.stops,
             self.outbox,
             expire_wait=self._wait_expired,
+            presence=self.presence,
         )
-        self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases)
+        self.heartbeat = Heartbeat(self.stops, self._heartbeat_leases, self.worker_id)
+        self.pruner = Pruner.from_settings(self.store, settings).watch()  # the watch's rounds
         self.runner = ExecutionRunner(
             settings,
             self.store,
@@ -115,11 +128,11 @@ class WorkerRuntime:
             self.send_task(TaskPayload.resuming(queued, saved, None))
         except Exception as err:
             log.exception("execution %s: its expired wait could not go on", record.id)
-            self.store.fail_start(queued, f"could not resume: {err}")
+            self.store.fail_start(queued, f"could not resume: {error_text(err)}")
 
-    def _heartbeat_leases(self) -> LeaseStore:
-        """The heartbeat's own LeaseStore, built on its own thread: its own connection, never
-        one of the greenlets' pool (worker/leases.py)."""
+    def _heartbeat_leases(self) -> tuple[LeaseStore, Presence]:
+        """The heartbeat's own LeaseStore and Presence, built on its own thread: its own
+        connection, never one of the greenlets' pool (worker/leases.py)."""
         client = connect(
             self.settings.redis_url,
             self.settings.redis_cluster,
@@ -127,7 +140,8 @@ class WorkerRuntime:
             socket_timeout=self.settings.redis_timeout_seconds,
             client_name="mini-n8n-heartbeat",
         )
-        return LeaseStore(client, self.keys, self.settings.lease_seconds)
+        leases = LeaseStore(client, self.keys, self.settings.lease_seconds, self.owner)
+        return leases, Presence(client, self.keys, self.settings.lease_seconds)
 
     def serve_metrics(self) -> None:
         """Serve this worker's /metrics on MINI_N8N_WORKER_METRICS_PORT, if set (the Celery
@@ -147,6 +161,8 @@ class WorkerRuntime:
         """Stop the background threads (leases, stop listener) once no execution runs."""
         self.heartbeat.close()
         self.leases.close()
+        with contextlib.suppress(redis.RedisError):
+            self.presence.withdraw(self.worker_id)
         self.stops.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
 from core.jsontext import dumps
+from core.memory_turns import TurnWrite
 from core.retry import retrying
 from core.task import TaskPayload
 from core.waiting import WaitingStore
@@ -83,12 +85,18 @@ class Conversations:
         return resume
 
     def pause(
-        self, payload: TaskPayload, running: ExecutionRecord, run: Run, run_data: dict[str, Any]
+        self,
+        payload: TaskPayload,
+        running: ExecutionRecord,
+        run: Run,
+        run_data: dict[str, Any],
+        turns: Sequence[TurnWrite] = (),
     ) -> tuple[str, dict[str, Any] | None]:
         """The run waits for its user's reply: ("reply", the reply item) when one already came
         (the run goes on at once), ("paused", None) once it waits in Redis, ("stopped", None)
         when a stop was asked for, or ("refused", None) if the record stopped being this
-        worker's (reaped)."""
+        worker's (reaped). The run's memory `turns` are written with the reply taken or the
+        wait."""
         state = run.waiting or {}
         waiting = running.next(
             status=Status.WAITING,
@@ -104,11 +112,15 @@ class Conversations:
                        "pushRef": payload.push_ref})  # fmt: skip
         attempt = secrets.token_hex(8)  # its retries get the answer its first try got
         outcome, reply = retrying(
-            lambda: self.store.pause(running, waiting, saved, attempt), "waiting for a reply", log
+            lambda: self.store.pause(running, waiting, saved, attempt, turns),
+            "waiting for a reply",
+            log,
         )
         held = self._held.pop(running.id, None)
         if held is not None and outcome in ("paused", "reply"):
             self._send(payload, running.id, held)
+        if outcome in ("paused", "refused"):  # it left this worker: no numbering kept for it
+            self.outbox.forget(self.keys.execution_events(running.id))
         if outcome == "refused":
             log.warning("execution %s stopped being ours before it could wait", running.id)
         elif outcome == "paused" and payload.push_ref:

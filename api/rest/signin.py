@@ -46,14 +46,18 @@ def signed_in(req: Request, api_key: str) -> bool:
     origin. SameSite=Strict keeps other sites' requests from carrying the cookie, but a page of
     the same site on another port would still send it (cookies know no ports: any local web app
     is "same-site" with localhost:5678); browsers say where a request comes from in
-    Sec-Fetch-Site, so only same-origin ones count. (A client that sends no such header is no
-    browser acting for another page.)"""
+    Sec-Fetch-Site, so only same-origin ones count."""
     return _same_origin(req) and valid_session(req.cookies.get(COOKIE), api_key)
 
 
 def _same_origin(req: Request) -> bool:
+    """Sec-Fetch-Site says "same-origin"; without it (a browser older than 2023, or anything
+    that is not a browser), the Origin header must name this server. A cookie alone is no
+    proof: it may come from a client that sends neither, on behalf of another page."""
     site = req.headers.get("Sec-Fetch-Site")
-    return site is None or site == "same-origin"
+    if site is not None:
+        return site == "same-origin"
+    return req.headers.get("Origin") == req.host_url.rstrip("/")
 
 
 def valid_session(value: str | None, api_key: str) -> bool:

@@ -72,8 +72,9 @@ def update_workflow(workflow_id: str):
     body = _json_object()
     if "id" in body and str(body["id"]) != workflow_id:
         raise ApiError(400, f'the body\'s "id" ({body["id"]}) is not the one in the URL')
-    # The editor sends the versionId it loaded: a stale one is a 409, nothing is overwritten;
-    # PATCH as PUT (a PATCH without one merges into whatever is stored).
+    # The editor sends the versionId it loaded: a stale one is a 409, nothing is overwritten.
+    # Without one the save overwrites, as n8n's PATCH and its public API's PUT do (n8n checks
+    # only an `expectedChecksum`, and only with its sharing licence): docs/architecture.md.
     expected = body.get("versionId")
     existing = _stored(workflow_id)
     if request.method == "PATCH":

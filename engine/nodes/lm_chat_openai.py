@@ -3,13 +3,19 @@
 
 This file reads and checks the node's parameters and credential; the streaming client, its error
 messages and retries live in engine/openai_chat.py.
+
+`options.baseURL` sends the request, and so the credential's key, elsewhere than the credential's
+own URL: it is allowed only where the credential's "Allowed HTTP Request Domains" allow it, as
+n8n's version 1 of this node checks it (core/credentials.py `check_url`). n8n hides the option
+from version 1.1 on and drops it from what the node reads; here it is read in every version,
+under the same check.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.credentials import CredentialError, ResolvedCredential
+from core.credentials import CredentialError, ResolvedCredential, check_url
 from engine.description import CredentialSlot, NodeDescription, Property
 from engine.errors import NodeExecutionError, WorkflowValidationError
 from engine.node import NodeType, SupplyDataFunctions
@@ -97,11 +103,7 @@ class LmChatOpenAi(NodeType):
         except ValueError as err:
             raise NodeExecutionError(f"{label}: {err}") from None
         credential = _credential(ctx, label)
-        base_url = options["baseURL"] or credential.get("url") or DEFAULT_BASE_URL
-        if not str(base_url).startswith(("http://", "https://")):
-            raise NodeExecutionError(
-                f'{label}: the URL of credential "{credential.name}" must start with http:// or https://'
-            )
+        base_url = _base_url(credential, options["baseURL"], label)
         settings = OpenAiSettings(
             model=model_name(ctx.get_parameter("model", DEFAULT_MODEL)) or DEFAULT_MODEL,
             base_url=base_url.rstrip("/"),
@@ -122,6 +124,22 @@ class LmChatOpenAi(NodeType):
             ctx.cancel,
             ctx.services.spawn,
         )
+
+
+def _base_url(credential: ResolvedCredential, option: str | None, label: str) -> str:
+    """The node's base URL if the credential may go there, else the credential's own."""
+    own_url = str(credential.get("url") or DEFAULT_BASE_URL)
+    if option:
+        try:
+            check_url(credential, option, own_url)
+        except CredentialError as err:
+            raise NodeExecutionError(f"{label}: {err}") from None
+        return option
+    if not own_url.startswith(("http://", "https://")):
+        raise NodeExecutionError(
+            f'{label}: the URL of credential "{credential.name}" must start with http:// or https://'
+        )
+    return own_url
 
 
 def model_name(value: Any) -> str:

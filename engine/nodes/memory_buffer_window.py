@@ -39,9 +39,8 @@ class MemoryBufferWindow(NodeType):
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> SessionMemory:
         backend = ctx.services.simple_memory or _fallback
-        return SessionMemory(
-            backend, buffer_key(ctx.workflow.id, session_id(ctx)), window_length(ctx)
-        )
+        session = buffer_key(ctx.workflow.id, session_id(ctx))
+        return SessionMemory(backend, session, window_length(ctx), ctx.services.journal)
 
 
 def buffer_key(workflow_id: str, session: str) -> str:

@@ -69,7 +69,7 @@ class MemoryRedisChat(NodeType):
             backend.key(session)  # refused here, naming the node, before any read or write
         except ReservedKeyError as err:
             raise SessionKeyRefused(str(err), node=ctx.node.name) from None
-        return SessionMemory(backend, session, window)
+        return SessionMemory(backend, session, window, ctx.services.journal)
 
 
 def _client(ctx: SupplyDataFunctions) -> Redis:

@@ -26,6 +26,7 @@ from core import events, liveness
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
+from core.presence import Presence
 from core.settings import Settings
 from core.task import TaskPayload
 from engine.services import Services
@@ -90,7 +91,7 @@ def test_an_answer_held_in_a_lagging_outbox_still_ends_whole(settings, store, st
     services = Services(redis=store.client, keys=store.keys, simple_memory=InProcessMemory())
     leases = LeaseStore(store.client, store.keys, settings.lease_seconds)
     runner = ExecutionRunner(settings, store, leases, outbox, services, stops)
-    heartbeat = Heartbeat(stops, lambda: leases)
+    heartbeat = Heartbeat(stops, lambda: (leases, Presence(store.client, store.keys, 5.0)), "w1")
     heartbeat.start()
     relay = Relay(redis_url)
     payload = launch(store, "hello there")

@@ -28,13 +28,32 @@ def test_a_subscription_is_live_when_subscribe_returns(redis_url, keys):
     assert relay.open_streams() == 0
 
 
-def test_a_gap_in_sequence_numbers_is_reported(redis_url, keys):
+def test_a_gap_in_sequence_numbers_is_told_as_missed_with_the_event_after_it(redis_url, keys):
     relay = Relay(redis_url)
     channel = keys.execution_events("r2")
     stream = relay.subscribe(channel)
     publish(redis_url, channel, {"s": 1, "lines": "x\n"})
-    assert "lost" in stream.get(timeout=5).reason
+    event = stream.get(timeout=5)
+    assert event.kind == Kind.MISSED and event.body.seq == 1
     relay.unsubscribe(stream)
+
+
+def test_a_dropped_connection_is_made_again_and_each_open_stream_subscribed_and_told(
+    redis_url, redis_client, keys
+):
+    relay = Relay(redis_url)
+    channels = [keys.execution_events(f"r{i}") for i in range(3)]
+    streams = [relay.subscribe(channel) for channel in channels]
+    host, port = relay._shards[""].conn._sock.getsockname()[:2]
+    assert redis_client.client_kill(f"{host}:{port}")
+    for stream in streams:
+        event = stream.get(timeout=5)
+        assert event is not None and event.kind == Kind.MISSED and event.body is None
+    for channel, stream in zip(channels, streams, strict=True):
+        publish(redis_url, channel, {"s": 0, "lines": "again\n"})
+        assert stream.get(timeout=5).body == "again\n"
+    for stream in streams:
+        relay.unsubscribe(stream)
 
 
 def test_a_stream_nobody_reads_is_cut_off_at_its_limit(redis_url, keys):

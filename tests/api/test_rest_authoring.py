@@ -109,6 +109,16 @@ def test_a_save_with_a_stale_version_id_is_refused_and_changes_nothing(client):
     assert again.status_code == 200
 
 
+@pytest.mark.parametrize("method", ["put", "patch"])
+def test_a_save_without_a_version_id_overwrites_as_n8ns_does(client, method):
+    created = client.post("/rest/workflows", json=fresh_ids(example(REDIS_CHAT))).json
+    client.put(f"/rest/workflows/{created['id']}", json=dict(created, name="Another tab"))
+    body = {k: v for k, v in created.items() if k != "versionId"} | {"name": "A script"}
+    saved = getattr(client, method)(f"/rest/workflows/{created['id']}", json=body)
+    assert saved.status_code == 200 and saved.json["name"] == "A script"
+    assert saved.json["versionId"] not in (created["versionId"], None)
+
+
 def test_a_bad_parameter_is_refused_at_save_naming_the_node_from_the_declaration(client):
     workflow = fresh_ids(example(REDIS_CHAT))
     node(workflow, "Mock Chat Model")["parameters"]["delayPerTokenMs"] = "slow"

@@ -16,9 +16,17 @@ API_KEY = "signin-test-key"
 
 
 @pytest.fixture
-def client(redis_url, keys):
+def bare(redis_url, keys):
+    """A client that sends no Sec-Fetch-Site (a browser older than 2023, or no browser)."""
     settings = Settings(redis_url=redis_url, api_key=API_KEY, key_prefix=keys.prefix)
     return create_app(settings=settings).test_client()
+
+
+@pytest.fixture
+def client(bare):
+    """The editor's page in a browser: its requests say they come from the same origin."""
+    bare.environ_base["HTTP_SEC_FETCH_SITE"] = "same-origin"
+    return bare
 
 
 def sign_in(client, key: str = API_KEY, **headers):
@@ -80,6 +88,20 @@ def test_the_cookie_counts_only_on_requests_from_the_editors_own_origin(client):
         assert client.post("/rest/logout", headers=other).status_code == 403
         assert client.get_cookie(COOKIE) is not None  # still signed in
     assert sign_in(client, **{"Sec-Fetch-Site": "same-site"}).status_code == 403
+
+
+def test_without_sec_fetch_site_the_cookie_counts_only_with_this_servers_origin(bare):
+    own = {"Origin": "http://localhost"}  # the test client's server
+    assert sign_in(bare).status_code == 403  # neither header: not from the editor
+    assert sign_in(bare, **own).status_code == 200
+    assert bare.get("/rest/workflows").status_code == 401
+    assert (
+        bare.get("/rest/workflows", headers={"Origin": "http://localhost:3000"}).status_code == 401
+    )
+    assert bare.get("/rest/workflows", headers=own).status_code == 200
+    assert bare.post("/rest/logout", headers={"Origin": "http://evil.example"}).status_code == 403
+    assert bare.get_cookie(COOKIE) is not None  # still signed in
+    assert bare.post("/rest/logout", headers=own).status_code == 200
 
 
 def test_a_wrong_key_is_refused_and_sets_no_cookie(client):

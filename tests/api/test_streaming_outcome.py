@@ -107,6 +107,58 @@ def test_a_lost_ending_after_streamed_text_is_an_error_not_a_repeat(store):
     assert "lost" in chunks[-1]["content"]
 
 
+def kept(store: ExecutionStore, *kept_events: Event) -> None:
+    """What the worker's outbox kept as it published (core/replay.py)."""
+    key = store.keys.execution_sent("e1")
+    store.client.rpush(key, *[events.encode(e) for e in kept_events])
+
+
+def test_a_stream_that_missed_its_last_lines_and_final_event_gets_them_from_what_was_kept(store):
+    finished(store, events=3)
+    rest = lines(1, {"type": "item", "content": "there."}, {"type": "end"})
+    kept(store, lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}), rest, rest)
+    chunks = body(store, [lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}), None])
+    assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
+    assert "".join(c.get("content", "") for c in chunks) == "Hello there."
+
+
+def test_a_gap_is_filled_from_what_was_kept_before_the_event_after_it(store):
+    finished(store, events=4)
+    middle = lines(1, {"type": "item", "content": "there"})
+    kept(store, middle)
+    script = [
+        lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}),
+        events.missed(lines(2, {"type": "item", "content": "."}, {"type": "end"})),
+        events.done({"status": "success", "streamed": True}, seq=3),
+    ]
+    chunks = body(store, script)
+    assert "".join(c.get("content", "") for c in chunks) == "Hello there."
+    assert [c["type"] for c in chunks] == ["begin", "item", "item", "item", "end"]
+
+
+def test_a_stream_subscribed_again_catches_up_on_what_was_published_meanwhile(store):
+    finished(store, events=3)
+    kept(store, lines(1, {"type": "item", "content": "there."}, {"type": "end"}))
+    script = [
+        lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}),
+        events.missed(),  # the relay's connection dropped, and it subscribed again
+        events.done({"status": "success", "streamed": True}, seq=2),
+    ]
+    chunks = body(store, script)
+    assert "".join(c.get("content", "") for c in chunks) == "Hello there."
+    assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
+
+
+def test_a_gap_nothing_kept_can_fill_ends_with_an_error_line(store):
+    finished(store, events=4)
+    script = [
+        lines(0, {"type": "begin"}),
+        events.missed(lines(2, {"type": "item", "content": "."})),
+    ]
+    chunks = body(store, script)
+    assert [c["type"] for c in chunks] == ["begin", "error"]
+
+
 def test_a_crashed_execution_ends_with_an_error_line(store):
     finished(store, Status.CRASHED, error="The worker running this execution was lost.")
     chunks = body(store, [lines(0, {"type": "begin"}), None])

@@ -138,15 +138,22 @@ def test_an_open_stream_empties_its_environ_only_where_the_server_allows(api, re
     assert text == "Based on the tools: Calculator returned 437."
 
 
-def test_streaming_a_failed_run_ends_with_a_readable_error_line(api):
+def _recorded_error(api, execution_id: str) -> str:
+    _, client, keys = api
+    return json.loads(client.get(keys.execution(execution_id)))["error"]
+
+
+def test_streaming_a_failed_run_tells_the_public_only_its_execution_id(api):
     test_client, _, _ = api
     response = test_client.post(
         "/webhook/chat-streaming", json={"sessionId": "s2", "chatInput": ""}
     )
     assert response.status_code == 200
+    execution_id = response.headers["X-Execution-Id"]
     last = json.loads(response.data.decode().splitlines()[-1])
     assert last["type"] == "error"
-    assert "No prompt specified" in last["content"]
+    assert last["content"] == f"The workflow could not answer (execution {execution_id})."
+    assert "No prompt specified" in _recorded_error(api, execution_id)  # for the editor
 
 
 def test_last_node_answers_the_first_items_json(api):
@@ -165,14 +172,16 @@ def test_last_node_of_a_chat_answers_the_agents_output(api):
     assert response.get_json() == {"output": "Nice to meet you, Ada!"}
 
 
-def test_a_failed_last_node_run_is_a_500_with_the_error(api):
+def test_a_failed_last_node_run_is_a_500_that_keeps_the_error_in_the_record(api):
     test_client, _, _ = api
     response = test_client.post("/webhook/failing", json={})
     assert response.status_code == 500
-    body = response.get_json()
-    assert body["message"] == "Error in workflow"
-    assert "Cannot read properties of undefined" in body["error"]
-    assert response.headers["X-Execution-Id"]
+    execution_id = response.headers["X-Execution-Id"]
+    assert response.get_json() == {
+        "message": "Error in workflow",
+        "error": f"The workflow could not answer (execution {execution_id}).",
+    }
+    assert "Cannot read properties of undefined" in _recorded_error(api, execution_id)
 
 
 def test_on_received_answers_that_the_workflow_was_started(api):

@@ -8,8 +8,9 @@ Everything specific to this kind of machine lives here, never in the Dockerfile 
 - one base image from debootstrap (Python, and Debian's redis-server, nginx and rabbitmq-server)
   instead of python:3.x-slim, redis, nginx and rabbitmq, and Python packages from wheels built on
   the host (HTTPS to PyPI fails inside containers here);
-- a generated api key, the user's workflows folder (empty at first) and an empty env file in
-  place of a `.env` of the checkout, so the caller's settings never reach the deployment;
+- a generated api key and Redis password, as the secret files docs/deploy.md makes, the user's
+  workflows folder (empty at first) and an empty env file in place of a `.env` of the checkout,
+  so the caller's settings never reach the deployment;
 - healthchecks run by a thread: podman schedules them with systemd timers, and there is no
   systemd here, so without it `depends_on: condition: service_healthy` would wait forever.
 
@@ -68,10 +69,11 @@ BASE_PACKAGES = (
 # What the compose file reads from the environment: a test sets what it needs, never the caller's
 # shell (an OPENAI_API_KEY there would reach the containers).
 PRODUCT_VARIABLES = (
-    "MINI_N8N_API_KEY", "MINI_N8N_DEMO", "MINI_N8N_WORKFLOWS", "MINI_N8N_CREDENTIALS_SECRET",
-    "REDIS_PASSWORD", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MINI_N8N_LOG_LEVEL",
-    "MINI_N8N_LOG_FORMAT", "REDIS_IMAGE", "PROXY_IMAGE", "RABBITMQ_USER", "RABBITMQ_PASSWORD",
-    "RABBITMQ_IMAGE", "MINI_N8N_PROXY_METRICS", "TLS_CERTIFICATE", "TLS_KEY",
+    "MINI_N8N_API_KEY_SECRET", "REDIS_PASSWORD_SECRET", "MINI_N8N_API_KEY", "REDIS_PASSWORD",
+    "MINI_N8N_DEMO", "MINI_N8N_WORKFLOWS", "MINI_N8N_CREDENTIALS_SECRET", "PUBLISH_ADDRESS",
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MINI_N8N_LOG_LEVEL", "MINI_N8N_LOG_FORMAT",
+    "REDIS_IMAGE", "PROXY_IMAGE", "RABBITMQ_USER", "RABBITMQ_PASSWORD", "RABBITMQ_IMAGE",
+    "MINI_N8N_PROXY_METRICS", "TLS_CERTIFICATE", "TLS_KEY",
 )  # fmt: skip
 # The official redis image's /data belongs to its `redis` user, so a named volume mounted there
 # does too: the stand-in image gets the same (Debian's package keeps its data elsewhere).
@@ -255,11 +257,21 @@ class Deployment:
             MINI_N8N_TEST_REDIS_IMAGE=self.redis_image,
             MINI_N8N_TEST_PROXY_IMAGE=self.proxy_image,
             MINI_N8N_TEST_RABBITMQ_IMAGE=self.rabbitmq_image,
-            MINI_N8N_API_KEY=self.api_key,
-            REDIS_PASSWORD=self.redis_password,
+            MINI_N8N_API_KEY_SECRET=self._secret_file("api_key", self.api_key),
+            REDIS_PASSWORD_SECRET=self._secret_file("redis_password", self.redis_password),
             MINI_N8N_WORKFLOWS=str(self.workflows),
         )
         return env
+
+    def _secret_file(self, name: str, value: str) -> str:
+        """A secret as docs/deploy.md makes it: one line in a file the containers' users read
+        (in a folder only its owner enters)."""
+        folder = self.run_dir / "secrets"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / name
+        path.write_text(value + "\n")
+        path.chmod(0o644)
+        return str(path)
 
     # --- build --------------------------------------------------------------------------
     def build(self, rootfs: Path, wheels: Path, deadline: Deadline, say=print) -> None:

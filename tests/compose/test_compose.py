@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -89,11 +90,9 @@ def without_keepalives(chunks) -> list[dict]:
 
 
 def redis_cli(d, *args: str) -> str:
-    """redis-cli in the redis container, as the README runs it (`--user default`: logged in with
-    REDIS_PASSWORD when one is set)."""
-    return d.compose(
-        "exec", "-T", "redis", "redis-cli", "--user", "default", *args, timeout=60
-    ).stdout
+    """redis-cli in the redis container, as the README runs it (`redis-cli-auth`: logged in with
+    the redis_password secret)."""
+    return d.compose("exec", "-T", "redis", "redis-cli-auth", *args, timeout=60).stdout
 
 
 def rest(d, path: str) -> httpx.Response:
@@ -249,8 +248,8 @@ def timestamp(iso: str) -> float:
 # --- tests --------------------------------------------------------------------------------
 CONFIG_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    "MINI_N8N_API_KEY": "a-key",
-    "REDIS_PASSWORD": "a-password",
+    "MINI_N8N_API_KEY_SECRET": "./secrets/api_key",
+    "REDIS_PASSWORD_SECRET": "./secrets/redis_password",
     "RABBITMQ_PASSWORD": "another-password",
     "TLS_CERTIFICATE": "/etc/ssl/cert.pem",
     "TLS_KEY": "/etc/ssl/key.pem",
@@ -286,7 +285,8 @@ def test_docker_compose_config_accepts_the_compose_file_and_the_test_override(co
 @pytest.mark.parametrize(
     ("variable", "files", "words"),
     [
-        ("REDIS_PASSWORD", PRODUCT, "set REDIS_PASSWORD (the password of Redis"),
+        ("MINI_N8N_API_KEY_SECRET", PRODUCT, "set MINI_N8N_API_KEY_SECRET to the path of a file"),
+        ("REDIS_PASSWORD_SECRET", PRODUCT, "set REDIS_PASSWORD_SECRET to the path of a file"),
         ("RABBITMQ_PASSWORD", RABBITMQ, "set RABBITMQ_PASSWORD (the password the api"),
         ("TLS_CERTIFICATE", TLS, "set TLS_CERTIFICATE to the path of the proxy's certificate"),
         ("TLS_KEY", TLS, "set TLS_KEY to the path of the certificate's key"),
@@ -301,28 +301,23 @@ def test_no_secret_has_a_default_compose_refuses_to_start_without_it_saying_why(
     assert words in result.stderr, result.stderr
 
 
-def test_up_without_an_api_key_fails_saying_how_to_set_it_and_starts_nothing(deployment):
+@pytest.mark.parametrize(
+    "variable, file",
+    [("MINI_N8N_API_KEY_SECRET", "api_key"), ("REDIS_PASSWORD_SECRET", "redis_password")],
+)
+def test_up_without_a_secret_file_fails_saying_how_to_make_it_and_starts_nothing(
+    deployment, variable, file
+):
     d = deployment
-    # The compose file's own words, after `:?` in ${MINI_N8N_API_KEY:?...}.
+    # The compose file's own words, after `:?` in ${VARIABLE:?...}.
     compose_file = (ROOT / "docker-compose.yml").read_text()
-    message = re.search(r"\$\{MINI_N8N_API_KEY:\?([^}]*)\}", compose_file)[1]
-    assert "set MINI_N8N_API_KEY" in message and ".env next to docker-compose.yml" in message
-    without_key = {k: v for k, v in d.env.items() if k != "MINI_N8N_API_KEY"}
-    refused = d.compose("up", "-d", env=without_key, check=False, timeout=60)
-    assert refused.returncode != 0
-    assert refused.stderr.strip().endswith(message), refused.stderr
-    assert all_containers(d) == []
-
-
-def test_up_without_a_redis_password_fails_saying_how_to_make_one_and_starts_nothing(deployment):
-    d = deployment
-    compose_file = (ROOT / "docker-compose.yml").read_text()
-    message = re.search(r"\$\{REDIS_PASSWORD:\?([^}]*)\}", compose_file)[1]
-    assert "for a command that makes one" in message
-    readme = (ROOT / "README.md").read_text()
-    command = "echo \"REDIS_PASSWORD=$(python3 -c 'import secrets; print(secrets.token_hex(24))')\" >> .env"
-    assert command in readme
-    without = {k: v for k, v in d.env.items() if k != "REDIS_PASSWORD"}
+    message = re.search(rf"\$\{{{variable}:\?([^}}]*)\}}", compose_file)[1]
+    assert f"set {variable} to the path of a file" in message
+    assert "docs/deploy.md has the commands that make it" in message
+    command = f"python3 -c 'import secrets; print(secrets.token_hex(24))' > secrets/{file}"
+    for guide in ("docs/deploy.md", "README.md"):
+        assert command in (ROOT / guide).read_text(), guide
+    without = {k: v for k, v in d.env.items() if k != variable}
     refused = d.compose("up", "-d", env=without, check=False, timeout=60)
     assert refused.returncode != 0
     assert refused.stderr.strip().endswith(message), refused.stderr
@@ -363,6 +358,8 @@ CAPABILITIES = {
 }
 
 
+# Processes and threads in a container (what pids_limit counts), from its /proc.
+TASKS = "ls -d /proc/[0-9]*/task/[0-9]* | wc -l"
 # Who each service's main process runs as (the proxy's nginx master starts as root).
 USERS = {"redis": "redis", "api": "mini", "worker": "mini", "proxy": "root"}
 # In each container: its main process's status, the uid of the user it should run as, and a
@@ -395,21 +392,27 @@ def test_every_container_runs_without_capabilities_new_privileges_or_a_writable_
 
 def test_containers_rotate_their_logs_and_run_within_the_documented_limits(deployment):
     d = deployment
-    limits = {  # service: (memory, CPUs), as docker-compose.yml sets them
-        "redis": (1 << 30, 1.0),
-        "api": (512 << 20, 1.0),
-        "worker": (1 << 30, 1.0),
-        "proxy": (128 << 20, 0.5),
+    limits = {  # service: (memory, CPUs, processes and threads), as docker-compose.yml sets them
+        "redis": (1 << 30, 1.0, 64),
+        "api": (512 << 20, 1.0, 256),
+        "worker": (1 << 30, 1.0, 256),
+        "proxy": (128 << 20, 0.5, 256),
     }
-    found = {}
+    found, tasks = {}, {}
     for c in json.loads(d.podman("inspect", *running_containers(d)).stdout):
         host = c["HostConfig"]
-        found[c["Config"]["Labels"]["com.docker.compose.service"]] = (
+        service = c["Config"]["Labels"]["com.docker.compose.service"]
+        found[service] = (
             host["Memory"],
             host["NanoCpus"] / 1e9,
+            host["PidsLimit"],
             host["LogConfig"]["Size"],
         )
+        tasks[service] = int(d.podman("exec", c["Id"], "sh", "-c", TASKS).stdout)
     assert found == {service: (*limit, "10MB") for service, limit in limits.items()}
+    # Running, each uses well under its limit: the limits bound a runaway, not the work.
+    for service, count in tasks.items():
+        assert 0 < count <= limits[service][2] // 2, (service, count)
 
 
 def test_without_the_demo_no_workflow_is_active_until_the_users_folder_provides_one(deployment):
@@ -629,9 +632,7 @@ def test_sessions_survive_down_and_up_and_down_is_prompt(deployment):
 
 def test_redis_refuses_clients_without_its_password_which_no_log_shows(deployment):
     d = deployment
-    anonymous = d.compose(
-        "exec", "-T", "redis", "env", "-u", "REDISCLI_AUTH", "redis-cli", "ping", timeout=60
-    ).stdout
+    anonymous = d.compose("exec", "-T", "redis", "redis-cli", "ping", timeout=60).stdout
     assert anonymous.strip() == "NOAUTH Authentication required."
     wrong = d.compose(
         "exec", "-T", "redis", "env", "REDISCLI_AUTH=not-it", "redis-cli", "--user", "default",
@@ -642,6 +643,38 @@ def test_redis_refuses_clients_without_its_password_which_no_log_shows(deploymen
     assert redis_cli(d, "ping").strip() == "PONG"  # as the services log in
     logs = d.compose("logs", "--no-color", timeout=60).stdout
     assert d.redis_password not in logs
+
+
+# Every process's command line in a container, and its main process's environment.
+SEEN_INSIDE = "cat /proc/[0-9]*/cmdline /proc/1/environ 2>/dev/null | tr '\\0' ' '"
+
+
+def test_the_secrets_are_in_no_environment_command_line_or_inspect_output(deployment):
+    d = deployment
+    ids = running_containers(d)
+    inspected = d.podman("inspect", *ids).stdout
+    config = d.compose("config", timeout=60).stdout
+    inside = "".join(d.podman("exec", c, "sh", "-c", SEEN_INSIDE, check=False).stdout for c in ids)
+    assert "redis-server" in inside and "gunicorn" in inside  # it saw the processes
+    for secret in (d.api_key, d.redis_password):
+        assert secret not in inspected and secret not in config and secret not in inside
+
+
+def outward_address() -> str:
+    """This machine's address on its default route (a UDP socket's; no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.254", 9))
+        return probe.getsockname()[0]
+
+
+def test_plain_http_is_published_on_this_machines_loopback_only(deployment):
+    d = deployment
+    proxy = json.loads(d.podman("inspect", *containers_of(d, "proxy")).stdout)[0]
+    bindings = proxy["HostConfig"]["PortBindings"]["5678/tcp"]
+    assert bindings == [{"HostIp": "127.0.0.1", "HostPort": str(d.port)}]
+    assert httpx.get(f"http://127.0.0.1:{d.port}/healthz", timeout=10).status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://{outward_address()}:{d.port}/healthz", timeout=10)
 
 
 def test_a_backup_taken_as_the_readme_says_holds_the_sessions(deployment):

@@ -11,6 +11,7 @@ from core import events, liveness
 from core.execution_record import ExecutionRecord, Status
 from core.executions import Claimed, ExecutionStore, NotSubscribed, Reply
 from core.leases import LeaseStore
+from core.memory_turns import TurnWrite
 from core.results import FinalResult
 from core.session_line import Turn
 from core.stops import request_stop
@@ -110,7 +111,7 @@ def test_an_end_hands_the_session_turn_to_the_next_message(store, keys, redis_cl
     assert store.lines.turn("e2", keys.session_queue("w1", "s1")).mine
 
 
-def test_a_worker_that_did_finish_replaces_a_crash_a_reaper_concluded(
+def test_a_worker_declared_lost_can_no_longer_end_its_execution_nor_write_its_memory_turn(
     store, keys, redis_client, instant_confirm
 ):
     running = claimed(store, new(store))
@@ -118,8 +119,40 @@ def test_a_worker_that_did_finish_replaces_a_crash_a_reaper_concluded(
     store.reap("e1")
     assert store.reap("e1").status == Status.CRASHED
     final = running.next(status=Status.SUCCESS)
-    assert store.finish(running, final, "").outcome == "ok"
-    assert store.get("e1").status == Status.SUCCESS
+    turn = TurnWrite(keys.chat("s1"), ['{"type":"human"}', '{"type":"ai"}'], 0)
+    assert store.finish(running, final, "", turns=[turn]).outcome == "refused"
+    assert store.get("e1").status == Status.CRASHED
+    assert not redis_client.exists(keys.chat("s1"))
+
+
+def test_the_end_writes_the_runs_memory_turns_in_its_step_once(store, keys, redis_client):
+    running = claimed(store, new(store))
+    final = running.next(status=Status.SUCCESS)
+    turns = [
+        TurnWrite(keys.chat("s1"), ['{"n":1}', '{"n":2}'], 0),
+        TurnWrite(keys.chat("s2"), ['{"n":3}'], 60),
+    ]
+    assert store.finish(running, final, "", turns=turns).outcome == "ok"
+    assert store.finish(running, final, "", turns=turns).outcome == "already"  # a retry
+    assert redis_client.lrange(keys.chat("s1"), 0, -1) == ['{"n":2}', '{"n":1}']
+    assert redis_client.lrange(keys.chat("s2"), 0, -1) == ['{"n":3}']
+    assert redis_client.ttl(keys.chat("s1")) == -1
+    assert 0 < redis_client.ttl(keys.chat("s2")) <= 60
+
+
+def test_a_wait_writes_the_runs_memory_turns_once_and_a_stop_that_overtook_it_none(
+    store, keys, redis_client
+):
+    running = claimed(store, new(store))
+    waiting = running.next(status=Status.WAITING)
+    turn = TurnWrite(keys.chat("s1"), ['{"n":1}'], 0)
+    redis_client.set(keys.execution_stop("e1"), "1")
+    assert store.pause(running, waiting, "{}", "a1", [turn])[0] == "stopped"
+    assert not redis_client.exists(keys.chat("s1"))
+    redis_client.delete(keys.execution_stop("e1"))
+    assert store.pause(running, waiting, "{}", "a2", [turn])[0] == "paused"
+    assert store.pause(running, waiting, "{}", "a2", [turn])[0] == "paused"  # a retry
+    assert redis_client.lrange(keys.chat("s1"), 0, -1) == ['{"n":1}']
 
 
 def test_a_lost_running_execution_is_ended_only_once_its_loss_is_confirmed(

@@ -171,7 +171,7 @@ def test_respond_to_webhook_sets_status_headers_and_body(deployment):
     assert response.headers["x-execution-id"]
 
 
-def test_a_failed_run_in_last_node_mode_is_a_500_with_the_error(deployment):
+def test_a_failed_run_in_last_node_mode_is_a_500_whose_error_stays_in_the_record(deployment):
     workflow = fresh_ids(example(GREETING))
     assignments = workflow["nodes"][1]["parameters"]["assignments"]["assignments"]
     assignments[0]["value"] = "={{ $json.body.nothing.deeper }}"
@@ -179,10 +179,14 @@ def test_a_failed_run_in_last_node_mode_is_a_500_with_the_error(deployment):
     path = workflow["nodes"][0]["parameters"]["path"]
     response = httpx.post(f"{deployment.base}/webhook/{path}", json={}, timeout=30)
     assert response.status_code == 500
-    body = response.json()
-    assert body["message"] == "Error in workflow"
-    assert "Cannot read properties of undefined" in body["error"]
-    assert deployment.execution(response.headers["x-execution-id"])["status"] == "error"
+    execution_id = response.headers["x-execution-id"]
+    assert response.json() == {
+        "message": "Error in workflow",
+        "error": f"The workflow could not answer (execution {execution_id}).",
+    }
+    record = deployment.execution(execution_id)
+    assert record["status"] == "error"
+    assert "Cannot read properties of undefined" in record["error"]
 
 
 def test_a_large_body_goes_to_its_worker_beside_the_record_not_in_the_tasks_message(deployment):

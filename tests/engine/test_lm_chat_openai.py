@@ -62,23 +62,24 @@ def fake():
         yield server
 
 
-def store_for(url: str) -> CredentialStore:
+def store_for(url: str, **domains) -> CredentialStore:
     return CredentialStore(
         [
             {
                 "id": "cred1",
                 "name": "OpenAi account",
                 "type": "openAiApi",
-                "data": {"apiKey": KEY, "url": url},
+                "data": {"apiKey": KEY, "url": url, **domains},
             }
         ]
     )
 
 
-def make_model(url: str, model="gpt-4.1-mini", **options) -> OpenAiChatModel:
+def make_model(url: str, model="gpt-4.1-mini", domains=None, **options) -> OpenAiChatModel:
     params = {"model": {"__rl": True, "mode": "list", "value": model}, "options": options}
     refs = {"openAiApi": {"id": "cred1", "name": "OpenAi account"}}
-    built = LmChatOpenAi().supply_data(StandInContext(params, refs, store_for(url)), 0)
+    store = store_for(url, **(domains or {}))
+    built = LmChatOpenAi().supply_data(StandInContext(params, refs, store), 0)
     built.retry_base_delay = 0.01  # keeps the retry tests fast; the policy is what they check
     return built
 
@@ -235,9 +236,21 @@ def test_leaves_unset_options_out_and_no_limit_max_tokens_unsent(fake):
     assert body["model"] == "gpt-4.1-mini"
 
 
-def test_option_base_url_overrides_the_credential_url(fake):
-    model = make_model("http://127.0.0.1:1/v1", baseURL=fake.base_url)
+def test_option_base_url_overrides_the_credential_url_where_the_credential_allows_it(fake):
+    allowed = {"allowedHttpRequestDomains": "domains", "allowedDomains": "127.0.0.1"}
+    model = make_model("http://localhost:1/v1", domains=allowed, baseURL=fake.base_url)
     assert model.invoke([human("hi")], []).content == "You said: hi"
+
+
+def test_option_base_url_elsewhere_than_the_credential_url_is_refused_naming_the_node(fake):
+    with pytest.raises(NodeExecutionError) as info:
+        make_model("http://localhost:1/v1", baseURL=fake.base_url)
+    host = urlsplit(fake.base_url).netloc
+    assert str(info.value).startswith(
+        f'OpenAI Chat Model: Domain not allowed: credential "OpenAi account" belongs to '
+        f"localhost:1 and is not sent to {host}."
+    )
+    assert fake.requests == []
 
 
 def test_assembles_a_tool_call_whose_arguments_arrive_in_pieces(fake):

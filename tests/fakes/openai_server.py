@@ -10,7 +10,8 @@ Model node can be tested end to end without a network:
     ...
     server.stop()
 
-`fail` modes: "401", "404" (model not found), "429" (with `retry-after`), "500", "malformed"
+`fail` modes: "400" (a body that says more than it should: BAD_REQUEST), "401", "404" (model
+not found), "429" (with `retry-after`), "500", "malformed"
 (garbage SSE line after two tokens), "bad_args" (a tool call whose arguments are not JSON),
 "hang" (reads the request, never answers), "drop" (closes the connection mid-stream).
 Requests are recorded in `server.requests` (path, lower-cased headers, body, the
@@ -35,6 +36,8 @@ ARITHMETIC = re.compile(r"\(?-?\d+(?:\.\d+)?\)?(?:\s*[-+*/^%]\s*\(?-?\d+(?:\.\d+
 NAME_IS = re.compile(r"\bmy name is\s+([^\s.,!?;:]+)", re.IGNORECASE)
 ASKS_NAME = re.compile(r"\bwhat(?:'s| is) my name\b", re.IGNORECASE)
 ARG_PIECE = 4  # characters of tool-call arguments per chunk: forces reassembly by the client
+# A careless server's 400: what it says must reach the execution record, never a public client.
+BAD_REQUEST = "bad request ... db password hunter2"
 
 
 def tokenize(text: str) -> list[str]:
@@ -70,8 +73,8 @@ def _error(message: str, type_: str, code: str | None) -> dict[str, Any]:
 class FakeOpenAI(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__((host, 0), _Handler)
         self.delay_per_token = 0.0
         self.fail: str | None = None
         self.fail_count: int | None = None  # fail only the first N requests; None = all of them
@@ -85,7 +88,8 @@ class FakeOpenAI(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
 
     def start(self) -> FakeOpenAI:
         self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
@@ -155,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.released.wait(60)
             self.close_connection = True
             return None
-        if fail in ("401", "404", "429", "500"):
+        if fail in ("400", "401", "404", "429", "500"):
             return self._fail(fail, body, headers)
         text, calls = scripted_reply(body.get("messages") or [], body.get("tools") or [])
         if fail == "bad_args":
@@ -171,6 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fail(self, fail: str, body: dict[str, Any], headers: dict[str, str]) -> None:
         model = body.get("model")
+        if fail == "400":
+            return self._json(400, _error(BAD_REQUEST, "invalid_request_error", None))
         if fail == "401":
             key = headers.get("authorization", "").removeprefix("Bearer ")
             return self._json(
@@ -304,8 +310,9 @@ def _completion(body: dict[str, Any], text: str, calls: list[tuple[str, str]]) -
     }
 
 
-def start_fake_openai() -> tuple[FakeOpenAI, str]:
-    server = FakeOpenAI().start()
+def start_fake_openai(host: str = "127.0.0.1") -> tuple[FakeOpenAI, str]:
+    """`host`: any loopback address (127.0.0.2 is another host to a client, on this machine)."""
+    server = FakeOpenAI(host).start()
     return server, server.base_url
 
 

@@ -21,6 +21,12 @@ DECOY_SECRET = "sk-test-DECOY-4321"
 URL_SECRET = "proxy-SECRET-pw"
 API_KEY = "models-suite-api-key"
 MODEL = "OpenAI Chat Model"
+ELSEWHERE = "127.0.0.2"  # another host to a client, on this machine's loopback
+DOMAIN_CREDENTIALS = {
+    "OpenAi to 127.0.0.2": {"allowedHttpRequestDomains": "domains", "allowedDomains": ELSEWHERE},
+    "OpenAi to its own URL": {"allowedHttpRequestDomains": "none"},
+    "OpenAi anywhere": {"allowedHttpRequestDomains": "all"},
+}
 
 
 def export() -> dict:
@@ -43,9 +49,20 @@ def openai_chat(model: str | None = None, settings: dict | None = None, **option
 
 def credentials(openai_url: str, redis_url: str, closed_url: str) -> list[dict]:
     """The deployment's credentials. The export's ids are not these ones (a real deployment's
-    never are): the OpenAI one is matched by its name among three of that type."""
+    never are): the OpenAI one is matched by its name among several of that type. The last
+    three differ only in where a workflow's own base URL may take them (their Allowed HTTP
+    Request Domains)."""
     redis_at = urlsplit(redis_url)
     return [
+        *(
+            {
+                "id": f"deploy-openai-{name}",
+                "name": name,
+                "type": "openAiApi",
+                "data": {"apiKey": SECRET, "url": openai_url, **domains},
+            }
+            for name, domains in DOMAIN_CREDENTIALS.items()
+        ),
         {
             "id": "deploy-openai-1",
             "name": "OpenAi account",
@@ -88,13 +105,25 @@ def fake():
         server.stop()
 
 
+@pytest.fixture(scope="package")
+def elsewhere():
+    """A second OpenAI-compatible server, on another host than the credentials' own URL."""
+    server, _ = start_fake_openai(ELSEWHERE)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(autouse=True)
-def fresh_fake(fake):
-    """Each test starts with a healthy, fast fake and an empty request log."""
-    fake.fail, fake.fail_count, fake.retry_after, fake.delay_per_token = None, None, "1", 0.0
-    fake.requests.clear()
-    fake.sent.clear()
-    fake.client_gone.clear()
+def fresh_fake(fake, elsewhere):
+    """Each test starts with healthy, fast fakes and empty request logs."""
+    for server in (fake, elsewhere):
+        server.fail, server.fail_count, server.retry_after = None, None, "1"
+        server.delay_per_token = 0.0
+        server.requests.clear()
+        server.sent.clear()
+        server.client_gone.clear()
     return fake
 
 
@@ -105,7 +134,7 @@ def closed_url():
 
 
 @pytest.fixture(scope="package")
-def deploy(redis_url, fake, closed_url, tmp_path_factory):
+def deploy(redis_url, fake, elsewhere, closed_url, tmp_path_factory):
     path = tmp_path_factory.mktemp("models") / "credentials.json"
     path.write_text(json.dumps(credentials(fake.base_url, redis_url, closed_url)))
     with Deployment.running(

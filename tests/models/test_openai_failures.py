@@ -1,6 +1,7 @@
 """Each way an OpenAI-compatible server can fail gives a failed execution with a message a user
-can act on, an `error` line on the stream, and the API key nowhere: not in the NDJSON, not in
-the execution record, not in the api's or the worker's output."""
+can act on in its record (the editor's and REST's), an `error` line on the public stream that
+says only which execution failed, and the API key nowhere: not in the NDJSON, not in the
+execution record, not in the api's or the worker's output."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ import httpx
 
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import chat_url
-from tests.models.conftest import API_KEY, DECOY_SECRET, SECRET, URL_SECRET, logs, openai_chat
+from tests.models.conftest import (
+    API_KEY,
+    DECOY_SECRET,
+    MODEL,
+    SECRET,
+    URL_SECRET,
+    logs,
+    openai_chat,
+)
+from tests.workflows import node
 
 FAST = {"timeout": 1500, "maxRetries": 1}  # n8n's options: ms and retries
 
 
 def fail_once(deploy, workflow: dict, message: str, session: str, model_ran: bool = True):
-    """Chat once; returns (reply, the error line's text, the record as stored in Redis)."""
+    """Chat once; returns (reply, the record's error, the record as stored in Redis)."""
     deploy.activate(workflow)
     reply = stream_chat(chat_url(deploy.base, workflow), message, session, timeout=30)
     assert reply.status == 200
@@ -28,7 +38,8 @@ def fail_once(deploy, workflow: dict, message: str, session: str, model_ran: boo
     raw = deploy.redis.get(deploy.keys.execution(execution_id))
     record = json.loads(raw)
     assert record["status"] == "error"
-    assert record["error"] == errors[0]["content"]
+    assert errors[0]["content"] == f"The workflow could not answer (execution {execution_id})."
+    assert errors[0]["metadata"]["nodeName"] == "AI Agent"
     assert record["errorNode"] == "AI Agent"  # the node that failed; the model run shows why
     if model_ran:
         assert record["runData"]["OpenAI Chat Model"][-1]["executionStatus"] == "error"
@@ -38,9 +49,9 @@ def fail_once(deploy, workflow: dict, message: str, session: str, model_ran: boo
         headers={"X-N8N-API-KEY": API_KEY},
         timeout=10,
     )
-    assert rest.status_code == 200 and rest.json()["error"] == errors[0]["content"]
+    assert rest.status_code == 200 and rest.json()["error"] == record["error"]
     assert_no_secret(deploy, json.dumps(reply.chunks), raw, rest.text)
-    return reply, errors[0]["content"], record
+    return reply, record["error"], record
 
 
 def assert_no_secret(deploy, *texts: str) -> None:
@@ -50,7 +61,8 @@ def assert_no_secret(deploy, *texts: str) -> None:
 
 
 def test_an_unreachable_endpoint_is_retried_then_named(deploy, fake, closed_url):
-    workflow = openai_chat(baseURL=closed_url, **FAST)
+    workflow = openai_chat(**FAST)
+    node(workflow, MODEL)["credentials"]["openAiApi"] = {"id": "x", "name": "Some other account"}
     _, message, _ = fail_once(deploy, workflow, "hello", "fail-connect")
     assert message == f"OpenAI Chat Model: could not connect to {closed_url}"
 
@@ -110,7 +122,7 @@ def test_a_workflow_whose_credential_is_not_configured_fails_at_run_time(deploy)
     model["credentials"] = {"openAiApi": {"id": "nope", "name": "Not configured"}}
     _, message, _ = fail_once(deploy, workflow, "hello", "fail-cred", model_ran=False)
     assert message.startswith('OpenAI Chat Model: credential "Not configured" (id nope) of type')
-    assert "3 credentials of that type" in message
+    assert "6 credentials of that type" in message
 
 
 def test_a_password_in_the_base_url_shows_nowhere(deploy, fake):

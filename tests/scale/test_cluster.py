@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+import uuid
 
 import httpx
 import pytest
@@ -21,8 +22,14 @@ from redis.cluster import RedisCluster
 
 from api.relay import Relay
 from core import events
+from core.clock import now_ms
+from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
+from core.keys import Keys
 from core.liveness import lost_within
+from core.pruning import Pruner, Rules
+from core.retention import Retention
+from core.settings import Settings
 from mini_n8n.redis_server import valkey_server_path
 from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat, start
 from tests.chat.conversation import reply as send_reply
@@ -324,3 +331,25 @@ def test_the_lifecycle_keeps_its_invariants_on_the_cluster(cluster, monkeypatch)
         monkeypatch,
         max_examples=25,
     )
+
+
+def test_the_history_is_pruned_and_unsaved_ends_retired_in_steps_of_one_slot(cluster):
+    """core/pruning.py and core/retention.py on the cluster: an execution's keys go in one
+    script of its slot, the indexes in steps of their own (no CROSSSLOT, checked after)."""
+    client = RedisCluster.from_url(cluster.url, decode_responses=True)
+    keys = Keys(prefix=f"prune{uuid.uuid4().hex[:6]}:", cluster=True)
+    store = ExecutionStore(client, keys)
+    ended = []
+    for i in range(6):
+        record = ExecutionRecord(f"e{i}", "w1", created_at=now_ms(), queued_at=now_ms())
+        store.create(record)
+        running = record.next(status=Status.RUNNING, claim="t1")
+        assert store.claim(record, running)
+        final = running.next(status=Status.SUCCESS, stopped_at=now_ms())
+        assert store.finish(running, final, "").written
+        ended.append(final)
+    Retention(store, Settings()).retire(ended[5])
+    assert Pruner(store, Rules(max_count=2)).run().deleted == 3
+    history = client.zrange(keys.executions_history(), 0, -1)
+    assert [m.split(" ")[0] for m in history] == ["e3", "e4"]
+    assert not client.exists(keys.execution("e0")) and client.ttl(keys.execution("e5")) <= 120

@@ -5,6 +5,7 @@ whose answer was lost is retried and written once."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from typing import Any
@@ -28,7 +29,7 @@ from core.task import TaskPayload
 from engine.executor import run_workflow
 from engine.services import Services
 from memory.window import InProcessMemory
-from tests.workflows import SIMPLE_CHAT, example
+from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example
 from worker.execution_run import ExecutionRunner
 from worker.stops import Stops
 
@@ -64,6 +65,9 @@ class RecordingOutbox:
         return events.encode(events.done(result.to_json(), 0)), 0
 
     def delivered(self, channel: str, event: str) -> None:
+        pass
+
+    def forget(self, channel: str) -> None:
         pass
 
     def idle(self) -> bool:
@@ -148,10 +152,12 @@ def runner(settings, store, stops, engine):
     return make_runner(settings, store, stops, engine)
 
 
-def launch(store: ExecutionStore, message: str, session: str = "s1", **fields) -> dict:
+def launch(
+    store: ExecutionStore, message: str, session: str = "s1", example_name=SIMPLE_CHAT, **fields
+) -> dict:
     """What the api does before enqueueing: a `new` record in the session's line, and the
     task's message."""
-    workflow = example(SIMPLE_CHAT)
+    workflow = example(example_name)
     record = ExecutionRecord(
         secrets.token_hex(8),
         workflow["id"],
@@ -230,6 +236,33 @@ def test_the_second_message_of_a_session_waits_until_the_first_has_finished(runn
     assert result.output == {"output": "Your name is Ada."}  # it saw the first turn
 
 
+def test_an_execution_declared_lost_while_it_ran_writes_neither_its_outcome_nor_its_turn(
+    runner, store, engine, monkeypatch
+):
+    monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
+    payload = launch(store, "my name is Ada", example_name=REDIS_CHAT)
+    execution_id = id_of(payload)
+    engine.hold[execution_id] = threading.Event()
+    thread, outcome = in_thread(runner, payload)
+    assert engine.entered(execution_id).wait(WAIT)
+    store.client.delete(store.keys.execution_lease(execution_id))  # as if it stopped renewing
+    store.reap(execution_id)
+    assert store.reap(execution_id).status == Status.CRASHED
+    engine.hold[execution_id].set()
+    thread.join(WAIT)
+    assert outcome == [Status.CRASHED]
+    assert store.get(execution_id).status == Status.CRASHED
+    assert not store.client.exists(store.keys.chat("s1"))
+
+
+def test_a_redis_memory_turn_is_written_with_the_end(runner, store):
+    payload = launch(store, "my name is Ada", example_name=REDIS_CHAT)
+    assert runner.run(payload) == "success"
+    turn = [json.loads(m) for m in store.client.lrange(store.keys.chat("s1"), 0, -1)]
+    assert [m["type"] for m in turn] == ["ai", "human"]
+    assert turn[0]["data"]["content"] == "Nice to meet you, Ada!"
+
+
 def test_a_lost_head_of_the_line_is_reaped_and_the_next_message_runs(runner, store, monkeypatch):
     monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
     lost = TaskPayload.decode(launch(store, "my name is Ada")).record
@@ -303,8 +336,8 @@ class EndAnswerLost(WatchedStore):
 
     lost = False
 
-    def finish(self, running, final, event, successor=None):
-        ended = super().finish(running, final, event, successor)
+    def finish(self, *args, **kwargs):
+        ended = super().finish(*args, **kwargs)
         if not self.lost:
             self.lost = True
             raise redis.TimeoutError("Timeout reading from socket")
@@ -335,11 +368,11 @@ class ClaimAnswerLost(WatchedStore):
 
     claims = 0
 
-    def claim(self, record, running):
-        return self._answer_lost_once(super().claim(record, running))
+    def claim(self, *args):
+        return self._answer_lost_once(super().claim(*args))
 
-    def claim_at_turn(self, record, running, line):
-        return self._answer_lost_once(super().claim_at_turn(record, running, line))
+    def claim_at_turn(self, *args):
+        return self._answer_lost_once(super().claim_at_turn(*args))
 
     def _answer_lost_once(self, answer):
         self.claims += 1

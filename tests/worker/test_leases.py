@@ -16,6 +16,7 @@ from core import liveness
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
 from core.leases import LeaseStore
+from core.presence import Presence
 from core.settings import Settings
 from tests.waiting import wait_until
 from worker import leases as leases_module
@@ -144,6 +145,10 @@ def test_reaping_comes_round_once_a_second(worker):
     assert worker.status(lost) == Status.CRASHED
 
 
+def presence(store: ExecutionStore) -> Presence:
+    return Presence(store.client, store.keys, 5.0)
+
+
 def _claimed(store: ExecutionStore, token: str) -> str:
     record = ExecutionRecord(secrets.token_hex(8), "w1")
     store.create(record)
@@ -161,12 +166,13 @@ def test_the_heartbeat_renews_what_this_worker_holds(store, stops):
     store.client.pexpire(store.keys.execution_lease(held.id), 100)
     stops.add(running, "mine")
     stops.add(held.id, "mine")
-    heartbeat = Heartbeat(stops, lambda: lease_store)
+    heartbeat = Heartbeat(stops, lambda: (lease_store, presence(store)), "w1")
     heartbeat.start()
     try:
         wait_until(lambda: heartbeat.beats >= 1, 5, "a heartbeat")
         for execution_id in (running, held.id):
-            assert store.client.get(store.keys.execution_lease(execution_id)) == "mine"
+            lease = store.client.get(store.keys.execution_lease(execution_id))
+            assert lease == f"mine@{lease_store.owner.conn}"
             assert 4000 < store.client.pttl(store.keys.execution_lease(execution_id)) <= 5000
     finally:
         heartbeat.close()
@@ -195,7 +201,7 @@ def test_the_heartbeat_beats_while_the_other_threads_hold_the_interpreter(store,
     """A node that computes for seconds: the heartbeat's own thread still renews."""
     lease_store = LeaseStore(store.client, store.keys, 5.0)
     stops.add("e1", "mine")
-    heartbeat = Heartbeat(stops, lambda: lease_store)
+    heartbeat = Heartbeat(stops, lambda: (lease_store, presence(store)), "w1")
     heartbeat.start()
     try:
         wait_until(lambda: heartbeat.beats >= 1, 5, "a first heartbeat")
@@ -212,11 +218,11 @@ class FailingOnce(LeaseStore):
         super().__init__(*args)
         self.error: Exception | None = error
 
-    def renew(self, held):
+    def beat(self, *args):
         error, self.error = self.error, None
         if error:
             raise error
-        super().renew(held)
+        return super().beat(*args)
 
 
 @pytest.mark.parametrize(
@@ -234,14 +240,14 @@ def test_a_heartbeat_that_fails_is_logged_and_the_next_one_renews(
     running = _claimed(store, "mine")
     store.client.delete(store.keys.execution_lease(running))  # the failed beat did not renew
     stops.add(running, "mine")
-    heartbeat = Heartbeat(stops, lambda: failing)
+    heartbeat = Heartbeat(stops, lambda: (failing, presence(store)), "w1")
     heartbeat.start()
     try:
         wait_until(lambda: heartbeat.beats >= 1, 5, "a heartbeat after the failure")
     finally:
         heartbeat.close()
     assert message in caplog.text
-    assert store.client.get(store.keys.execution_lease(running)) == "mine"
+    assert store.client.get(store.keys.execution_lease(running)) == f"mine@{failing.owner.conn}"
 
 
 def test_a_shutdown_stops_what_outlives_its_grace_period(worker):
