@@ -12,7 +12,7 @@ import redis
 from flask import Flask, Response, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
-from api import access_log, chat_socket, errors, ops, push, rest, waiting_webhook, webhooks
+from api import access_log, bodies, chat_socket, errors, ops, push, rest, waiting_webhook, webhooks
 from api.rest import signin
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
@@ -44,6 +44,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     rt = app.extensions["mini_n8n"] = ApiRuntime(settings)
     access_log.register(app)
     app.before_request(rt.warm)
+    bodies.install(app, settings.start_wait_seconds)  # every body in before its view runs
     app.after_request(_nosniff)
     errors.register_error_handlers(app)
     app.register_blueprint(ops.bp)

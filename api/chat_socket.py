@@ -25,10 +25,12 @@ this process takes over from the first.
 Who may talk (issue 23): the socket checks the chat's authentication as its POST does (public,
 allowedOrigins, basic auth) and requires the execution's resumeToken (`&token=`, which the
 POST answered with: api/resume_tokens.py), so knowing ids is not enough. Every client frame
-goes through the body rules of every door (api/bodies.py: size, values, depth, NaN, lone
-surrogates), and its files through the multipart limits and types: a bad frame gets an error
-frame and the wait goes on. A refusal, a bug, or a full process (MINI_N8N_CHAT_SOCKET_MAX)
-ends the socket with a close frame that says why, never with HTTP bytes in the upgraded socket.
+goes through the body rules of every door in HTTP's words (api/bodies.py `parse_object`; a
+binary frame must be UTF-8), its files through the multipart limits and types: a bad frame
+gets an error frame and the wait goes on. It must arrive as a body must (`Arrival`): one that
+stalls or trickles is closed with 1008 and HTTP's 408 words. A refusal, a bug, or a full process
+(MINI_N8N_CHAT_SOCKET_MAX) ends the socket with a close frame that says why, never with HTTP
+bytes in the upgraded socket.
 
 One greenlet per socket, the one gunicorn serves the request with (issue 23: an idle socket
 cost about 160 KiB with three). Its loop, `_relay`, waits for whichever comes first: an event
@@ -61,7 +63,7 @@ from api.waiting_webhook import absolute_links
 from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
-from core.jsontext import NOT_JSON, dumps
+from core.jsontext import dumps
 from core.public_errors import public_error
 from core.results import FinalResult
 from core.retention import REDIS_FULL
@@ -89,8 +91,8 @@ CLOSE_IDLE = 1001  # "going away": no message from the client for too long
 CLOSE_REFUSED = 1008  # "policy violation": not this chat's user (token, origin, login)
 CLOSE_INTERNAL = 1011  # a bug; the reason says no more than an HTTP 500 would
 CLOSE_FULL = 1013  # "try again later": this process holds as many sockets as it may
+CLOSE_TOO_SLOW = 1008  # "policy violation": a message that stalled or trickled (HTTP's 408)
 FULL = "This server holds as many chats as it may; try again shortly."
-NOT_AN_OBJECT = "Messages must be JSON objects."
 IDLE = "Closed after a long time without a message; reconnect to go on."
 
 _open: set[ChatConnection] = set()
@@ -107,7 +109,8 @@ def register(app: Flask, settings) -> None:
 
 def chat_socket():
     try:
-        ws = WebSocket.accept(request.environ, current_app.config["MINI_N8N_CHAT_FRAME_BYTES"])
+        frame_bytes = current_app.config["MINI_N8N_CHAT_FRAME_BYTES"]
+        ws = WebSocket.accept(request.environ, frame_bytes, bodies.intake())
     except Handshake as err:
         return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400
     args = request.args
@@ -315,7 +318,7 @@ class ChatConnection:
         while not self.closed.is_set():
             stream = self._current()
             self.ws.wake_when_readable(stream.wake)
-            wait = min(beat_at, self._deadline()) - time.monotonic()
+            wait = min(beat_at, self._deadline(), self.ws.deadline()) - time.monotonic()
             event = stream.get(timeout=max(wait, 0.0))
             if not self._read():
                 return
@@ -495,9 +498,13 @@ class ChatConnection:
             return False
         for data in frames:
             self._handle(data)
+        slow = self.ws.late()
+        if slow is not None:
+            self.close(slow, CLOSE_TOO_SLOW)
+            return False
         return True
 
-    def _handle(self, data: str) -> None:
+    def _handle(self, data: str | bytes) -> None:
         if data in HEARTBEAT_ACKS:
             self.unacked_since = None
             return
@@ -521,17 +528,10 @@ class ChatConnection:
             self.awaiting = awaiting
             self.send(error_frame(REDIS_FULL))
 
-    def _reply(self, data: str) -> dict[str, Any] | None:
+    def _reply(self, data: str | bytes) -> dict[str, Any] | None:
         """The frame as a reply, under the body rules of every door; None for an ack."""
         settings = self.rt.settings
-        try:
-            body = bodies.parse(data, settings.json_max_values)
-        except ApiError as err:
-            if err.message == NOT_JSON:  # what the widget shows: said as a chat, not a request
-                raise ApiError(400, NOT_AN_OBJECT) from None
-            raise
-        if not isinstance(body, dict):
-            raise ApiError(400, NOT_AN_OBJECT)
+        body = bodies.parse_object(data, settings.json_max_values)
         if body.get("type") == "heartbeat-ack":
             return None
         if body.get("action") != "sendMessage" or not isinstance(body.get("chatInput"), str):

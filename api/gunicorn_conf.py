@@ -29,6 +29,15 @@ class _Logger(Logger):
 
 logger_class = _Logger
 
+# The head of a request, by gunicorn's own limits (its defaults, written out): a request line of
+# at most 4094 bytes, at most 100 header fields of at most 8190 bytes each. The gevent worker
+# gives each request's head `--keep-alive` seconds to arrive (MINI_N8N_KEEP_ALIVE, 5; the same
+# time a connection may wait for its next request), then closes the connection: a client that
+# trickles its headers holds a connection that long, nothing else. Bodies: api/bodies.py.
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190
+
 # The metrics directory this api made at its start (None until then): removed at its end.
 _metrics_dir: str | None = None
 

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, g, request
 
 from api import bodies
-from api.chat_trigger import chat_preflight, handle_chat
+from api.chat_trigger import chat_body_limit, chat_preflight, handle_chat
 from api.conversation import start_or_reply
 from api.errors import ApiError
 from api.responses import (
@@ -33,14 +33,34 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 
 
 @bp.route("/webhook/<path:path>", methods=ALL_METHODS)
+@bodies.received_by_view
 def webhook(path: str) -> Response:
     rt = runtime()
-    bodies.limit(request, rt.settings.max_body_bytes)  # the Chat Trigger lowers it for JSON
-    # A large body waits for its own turn (one at a time): read, parsed and enqueued, it holds
+    with rt.admission.turn():  # the route, from memory or in one round trip
+        max_bytes = _body_limit(rt, path)
+    bodies.limit(request, max_bytes)  # 413 from Content-Length, before a byte is read
+    bodies.receive()  # holding no turn: a slow sender keeps nobody else waiting
+    # A large body waits for its own turn (one at a time): parsed and enqueued, it holds
     # several copies of itself, and a handful at once would outgrow the api's memory.
     with rt.admission.turn() as turn, rt.admission.body_turn(bodies.is_large(request)):
         g.start_turn = turn  # given back once the execution started (see launch)
         return _webhook(rt, path)
+
+
+def _body_limit(rt, path: str) -> int:
+    """The route's body limit: the Chat Trigger's for a chat message, else the process's."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return rt.settings.max_body_bytes
+    route = rt.workflows.route(request.method, path.strip("/"), remembered=True)
+    if route.found is None:
+        return rt.settings.max_body_bytes
+    try:
+        node = _trigger_for(route.found[1], request.method, path.strip("/"))
+    except ApiError:
+        return rt.settings.max_body_bytes
+    if node.type == ChatTrigger.type:
+        return chat_body_limit(request, rt.settings)
+    return rt.settings.max_body_bytes
 
 
 def _webhook(rt, path: str) -> Response:
@@ -128,7 +148,7 @@ def webhook_item(path: str) -> dict[str, Any]:
     elif request.mimetype == "application/x-www-form-urlencoded":
         body = bodies.form_fields(request)
     elif request.mimetype == "multipart/form-data":
-        body = request.form.to_dict()  # read as it streams in; files go to temporary files
+        body = request.form.to_dict()  # files go to temporary files
     else:
         body = bodies.read(request).decode("utf-8", "replace") or {}
     return {
@@ -165,6 +185,7 @@ def launch(rt, raw, workflow, trigger, items, response_mode, session_id, headers
         turn = g.pop("start_turn", None)
         if turn is not None:
             turn.release()  # started (or refused): what follows only waits
+        bodies.release()  # its bytes are in the execution now, or nowhere
     if launched.stream is None:
         return started_response(launched.execution_id, headers)
     outcome = Outcome(launched, rt.executions, rt.relay(), rt.settings, rt.liveness)

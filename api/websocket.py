@@ -8,6 +8,11 @@ woken when the socket has bytes (`wake_when_readable`, a one-shot watcher of gev
 greenlet), reads what is there without blocking (`receive_ready`), and otherwise waits on
 whatever else it waits for. No extension is negotiated: chat frames are short.
 
+A message is held to the deadlines of a request body (api/bodies.py `Pace`) from its first byte
+to its last: the socket's owner waits no longer than `deadline()` and asks `late()`. Its bytes
+are counted in the process's budget of bytes in flight while it arrives. A binary message stays
+bytes, so it is read by the same rules as an HTTP body (valid UTF-8 included).
+
 The protocol itself is wsproto's (the library simple-websocket uses). Only gunicorn's workers
 are supported: the upgraded socket is in `environ["gunicorn.socket"]`, and the view's response
 raises StopIteration when gunicorn calls it, so gunicorn writes nothing more and closes.
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import socket
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from flask import Response
 from wsproto import ConnectionType, WSConnection
@@ -35,9 +42,16 @@ from wsproto.events import (
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
+from api.admission import Held
+from api.bodies import SMALL_BODY_BYTES, Pace
 from worker.greenlets import gevent_patched
 
+if TYPE_CHECKING:
+    from api.bodies import Intake
+
 RECEIVE_BYTES = 16 * 1024  # what one read takes: chat frames are short, files come in several
+CLOSE_TRY_AGAIN = 1013  # "try again later"
+BUSY = "This server holds as many incoming bytes as it may; try again shortly."
 
 
 class ConnectionClosed(Exception):
@@ -49,19 +63,24 @@ class Handshake(Exception):
 
 
 class WebSocket:
-    __slots__ = ("sock", "ws", "max_message_size", "_partial", "_watcher", "_wake", "connected")
+    __slots__ = ("sock", "ws", "max_message_size", "intake", "_partial", "_pace", "_held",
+                 "_watcher", "_wake", "connected")  # fmt: skip
 
-    def __init__(self, sock: socket.socket, ws: Connection, max_message_size: int):
+    def __init__(self, sock: socket.socket, ws: Connection, max_message_size: int, intake: Intake):
         self.sock = sock
         self.ws = ws
         self.max_message_size = max_message_size
-        self._partial: list[str] = []  # a text message arriving in several frames
+        self.intake = intake
+        self._partial: list[str | bytes] = []  # a message arriving in several frames
+        # While a message arrives: its deadlines, and the bytes it holds of the budget.
+        self._pace: Pace | None = None
+        self._held: Held | None = None
         self._watcher: Any = None
         self._wake: Callable[[], None] | None = None
         self.connected = True
 
     @classmethod
-    def accept(cls, environ: dict[str, Any], max_message_size: int) -> WebSocket:
+    def accept(cls, environ: dict[str, Any], max_message_size: int, intake: Intake) -> WebSocket:
         """Answer the upgrade request on the request's own socket."""
         sock = environ.get("gunicorn.socket")
         if sock is None or not gevent_patched():
@@ -83,7 +102,7 @@ class WebSocket:
         sock.setblocking(False)
         # From here on only the frames' protocol: the handshake's HTTP state is let go.
         assert handshake.connection is not None
-        return cls(sock, handshake.connection, max_message_size)
+        return cls(sock, handshake.connection, max_message_size, intake)
 
     # --- writing --------------------------------------------------------------------------
     def send(self, text: str) -> None:
@@ -112,14 +131,16 @@ class WebSocket:
             self.sock.settimeout(1.0)  # a close frame is not worth waiting long for
             self.sock.sendall(self.ws.send(CloseConnection(code=code, reason=reason)))
         self.stop_watching()
+        self._message_done()
 
     # --- reading --------------------------------------------------------------------------
-    def receive_ready(self) -> list[str]:
-        """The messages that arrived, read without blocking ([] if none). ConnectionClosed when
-        the client closed or the socket broke; a message past the size limit closes with 1009."""
+    def receive_ready(self) -> list[str | bytes]:
+        """The messages that arrived, read without blocking ([] if none): text as str, binary
+        as bytes. ConnectionClosed when the client closed or the socket broke; a message past
+        the size limit closes with 1009, one the budget has no room for with 1013."""
         if not self.connected:
             raise ConnectionClosed()
-        messages: list[str] = []
+        messages: list[str | bytes] = []
         while True:
             try:
                 data = self.sock.recv(RECEIVE_BYTES)
@@ -132,34 +153,71 @@ class WebSocket:
             if not data:
                 self.connected = False
                 self.stop_watching()
+                self._message_done()
                 raise ConnectionClosed()
+            self._arrived(len(data))
             self.ws.receive_data(data)
-            self._events(messages)
+            if self._events(messages) and not self._partial:
+                self._message_done()
 
-    def _events(self, messages: list[str]) -> None:
+    def _arrived(self, size: int) -> None:
+        """Bytes of a message: its deadlines start with its first, and they take room in the
+        budget (a small message at once, room or not; a large one only if there is room)."""
+        now = time.monotonic()
+        if self._pace is None or self._held is None:
+            self._pace = Pace(self.intake.arrival, now)
+            self._held = Held(self.intake.budget)
+        self._pace.arrived(size, now)
+        wait = None if self._pace.received <= SMALL_BODY_BYTES else 0.0
+        if not self._held.take(size, wait):
+            self.close(CLOSE_TRY_AGAIN, BUSY)
+            raise ConnectionClosed()
+
+    def _message_done(self) -> None:
+        if self._held is not None:
+            self._held.release()
+        self._pace = self._held = None
+
+    def deadline(self) -> float:
+        """When a message that has begun to arrive is late unless more of it came (monotonic);
+        never, between messages."""
+        return self._pace.deadline() if self._pace is not None else math.inf
+
+    def late(self) -> str | None:
+        """Why the message arriving missed its deadline (the words of HTTP's 408), if it did."""
+        pace, now = self._pace, time.monotonic()
+        if pace is None or now < pace.deadline():
+            return None
+        return pace.too_slow("The message", stalled=now >= pace.last + pace.arrival.idle_seconds)
+
+    def _events(self, messages: list[str | bytes]) -> bool:
+        """True if a message or a control frame was completed."""
+        completed = False
         for event in self.ws.events():  # a frame that breaks the protocol comes as a close
             if isinstance(event, TextMessage | BytesMessage):
-                text = (
-                    event.data
-                    if isinstance(event, TextMessage)
-                    else event.data.decode("utf-8", "replace")
-                )
-                self._partial.append(text)
+                data = event.data
+                self._partial.append(bytes(data) if isinstance(data, bytearray) else data)
                 if sum(map(len, self._partial)) > self.max_message_size:
                     self._partial.clear()
                     self.close(CloseReason.MESSAGE_TOO_BIG, "Message is too big")
                     raise ConnectionClosed()
                 if event.message_finished:
-                    messages.append("".join(self._partial))
+                    messages.append(_joined(self._partial))
                     self._partial.clear()
+                    completed = True
             elif isinstance(event, Ping):
                 self._write(self.ws.send(event.response()))
+                completed = True
             elif isinstance(event, CloseConnection):
                 with contextlib.suppress(LocalProtocolError):
                     self._write(self.ws.send(event.response()))
                 self.connected = False
                 self.stop_watching()
+                self._message_done()
                 raise ConnectionClosed()
+            else:  # a pong
+                completed = True
+        return completed
 
     def _write(self, data: bytes) -> None:
         with contextlib.suppress(OSError):
@@ -183,6 +241,7 @@ class WebSocket:
         holds its parser, a cycle only the garbage collector's rare full pass would free (about
         1 KiB per socket, the allocator's pages around it kept meanwhile)."""
         self.stop_watching()
+        self._message_done()
         with contextlib.suppress(OSError):
             self.sock.close()
         parser = getattr(getattr(self.ws, "_proto", None), "_parse_more", None)
@@ -214,6 +273,13 @@ class WebSocket:
                 self._watcher.close()
             self._watcher = None
         self._wake = None
+
+
+def _joined(parts: list[str | bytes]) -> str | bytes:
+    """A message's frames are all text or all binary (continuations carry the first's type)."""
+    if parts and isinstance(parts[0], bytes):
+        return b"".join(cast(list[bytes], parts))
+    return "".join(cast(list[str], parts))
 
 
 class Handled(Response):

@@ -4,8 +4,10 @@ One api (gunicorn + gevent, one worker process) and one worker. For each N, N ch
 ask-my-name workflow (responseNodes) are started by POST and wait for their user's reply; then N
 sockets are opened at once (asyncio, the `websockets` library, as the widget would: `&token=`
 and heartbeat acks) and each reads its first message. The api worker process's RSS is read from
-/proc before the sockets open, while all N are open, and after they closed (once the api's
-10-second heap trim has run). Prints the three figures and KiB per socket.
+/proc before the sockets open, once all N are open, again after they stayed open and idle for
+IDLE_SECONDS (their heartbeats acknowledged, as the widget does: the api beats every 5 s and
+looks at each execution), and after they closed (once the api's 10-second heap trim has run).
+Prints the figures and KiB per socket, just opened and idle.
 
     .venv/bin/python bench/chat_sockets.py [N ...]      (default: 2000 10000)
 """
@@ -29,6 +31,7 @@ from tests.e2e.sockets import process_tree
 from tests.workflows import example
 
 TRIM_WAIT = 12.0  # the api trims its heap every 10 s (core/heap.py)
+IDLE_SECONDS = 60.0  # a dozen heartbeats (MINI_N8N_KEEPALIVE_SECONDS, 5) and heap trims
 
 
 def rss_kib(pid: int) -> int:
@@ -61,9 +64,12 @@ async def start_chats(url: str, n: int) -> list[tuple[str, str, str]]:
         return await asyncio.gather(*(one(i) for i in range(n)))
 
 
-async def hold_sockets(base: str, chats, worker_pid: int) -> tuple[collections.Counter, int, int]:
-    """Open a socket per chat, wait until each has its first message, read the RSS, close all:
-    (what each socket got first, RSS while open, seconds to open them all)."""
+async def hold_sockets(
+    base: str, chats, worker_pid: int
+) -> tuple[collections.Counter, int, int, int]:
+    """Open a socket per chat, wait until each has its first message, read the RSS, keep them
+    idle (heartbeats acknowledged), read it again, close all: (what each socket got first, RSS
+    once open, RSS once idle, seconds to open them all)."""
     ws_base = base.replace("http://", "ws://")
     opened: list = []
     firsts: collections.Counter = collections.Counter()
@@ -93,8 +99,19 @@ async def hold_sockets(base: str, chats, worker_pid: int) -> tuple[collections.C
     seconds = time.monotonic() - started
     await asyncio.sleep(2)  # let the api settle after the burst
     during = rss_kib(worker_pid)
+    acks = [asyncio.ensure_future(acknowledge(ws)) for ws in opened]
+    await asyncio.sleep(IDLE_SECONDS)
+    idle = rss_kib(worker_pid)
     await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
-    return firsts, during, int(seconds)
+    await asyncio.gather(*acks, return_exceptions=True)
+    return firsts, during, idle, int(seconds)
+
+
+async def acknowledge(ws) -> None:
+    """Answer the socket's heartbeats until it closes, as the widget does."""
+    async for frame in ws:
+        if frame == "n8n|heartbeat":
+            await ws.send("n8n|heartbeat-ack")
 
 
 def measure(url: str, n: int) -> None:
@@ -107,13 +124,15 @@ def measure(url: str, n: int) -> None:
         chats = asyncio.run(start_chats(chat_url(deploy.base, workflow), n))
         time.sleep(TRIM_WAIT)  # the executions wait; the burst's leftovers are trimmed
         before = rss_kib(worker_pid)
-        firsts, during, seconds = asyncio.run(hold_sockets(deploy.base, chats, worker_pid))
+        firsts, during, idle, seconds = asyncio.run(hold_sockets(deploy.base, chats, worker_pid))
         time.sleep(TRIM_WAIT)
         after = rss_kib(worker_pid)
     print(
         f"{n:>6} sockets (opened in {seconds} s): api RSS {before / 1024:6.1f} MiB before, "
-        f"{during / 1024:6.1f} MiB with them open, {after / 1024:6.1f} MiB after they closed; "
-        f"{(during - before) / n:5.1f} KiB per socket, {(after - before) / n:5.1f} KiB kept"
+        f"{during / 1024:6.1f} MiB with them open, {idle / 1024:6.1f} MiB after "
+        f"{IDLE_SECONDS:g} s idle, {after / 1024:6.1f} MiB after they closed; "
+        f"{(during - before) / n:5.1f} KiB per socket open, {(idle - before) / n:5.1f} KiB "
+        f"idle, {(after - before) / n:5.1f} KiB kept"
     )
     print(f"        first frames: {dict(firsts)}")
 

@@ -7,6 +7,8 @@
 #   listen.conf    plain HTTP on 5678, or TLS when MINI_N8N_TLS_CERTIFICATE and MINI_N8N_TLS_KEY
 #                  name a certificate and its key (docker-compose.tls.yml, docs/tls.md)
 #   metrics.conf   /metrics answers 404 unless MINI_N8N_PROXY_METRICS=true
+#   bodies.conf    request bodies bounded as the api bounds them: MINI_N8N_MAX_BODY_BYTES, and
+#                  MINI_N8N_BODY_IDLE_SECONDS between two reads (rounded up to whole seconds)
 set -eu
 conf=/tmp/nginx
 mkdir -p "$conf"
@@ -37,6 +39,15 @@ HIDDEN
     ;;
     *) echo "MINI_N8N_PROXY_METRICS must be true or false, not ${MINI_N8N_PROXY_METRICS}" >&2; exit 2 ;;
 esac
+
+max_body=${MINI_N8N_MAX_BODY_BYTES:-16777216}
+idle=${MINI_N8N_BODY_IDLE_SECONDS:-10}
+idle_seconds=${idle%%.*}
+[ "$idle_seconds" = "$idle" ] || idle_seconds=$((${idle_seconds:-0} + 1))
+cat > "$conf/bodies.conf" <<BODIES
+client_max_body_size $max_body;
+client_body_timeout ${idle_seconds}s;
+BODIES
 
 # -e stderr: nginx's start-up messages too (its built-in error log path is on the read-only root).
 exec nginx -e stderr -g 'daemon off;'

@@ -151,7 +151,7 @@ def _api(args) -> int:
         "--worker-connections", os.environ.get("MINI_N8N_WORKER_CONNECTIONS", "16384"),
         "--bind", f"{os.environ.get('HOST', '0.0.0.0')}:{settings.port}",
         "--graceful-timeout", os.environ.get("MINI_N8N_GRACEFUL_TIMEOUT", "20"),
-        "--keep-alive", "5",
+        "--keep-alive", os.environ.get("MINI_N8N_KEEP_ALIVE", "5"),
         "--config", "python:api.gunicorn_conf",
         "api.wsgi:app",
     ]  # fmt: skip

@@ -240,7 +240,7 @@ BAD_CHAT_BODIES = [
     (dict(data=b'{"a":' + b"[" * 100 + b"]" * 100 + b"}", content_type="application/json"),
      "nested too deeply"),
     (dict(data=b'{"sessionId":"s","chatInput":"' + b"x" * 70_000 + b'"}',
-          content_type="application/json"), "exceeds the capacity limit"),
+          content_type="application/json"), "larger than 65,536 bytes"),
 ]  # fmt: skip
 
 

@@ -114,7 +114,7 @@ def test_a_frame_that_is_not_a_reply_gets_an_error_frame_and_the_wait_goes_on(ch
     with open_chat(deploy.base, session, execution_id) as ws:
         assert next_frame(ws) == FIRST
         ws.send("hello?")
-        assert error_message(next_frame(ws)) == "Messages must be JSON objects."
+        assert error_message(next_frame(ws)) == "The request body is not valid JSON"
         ws.send('{"action": "sendMessage", "chatInput": 42}')
         assert error_message(next_frame(ws)) == (
             'A reply needs "action": "sendMessage" and a "chatInput".'

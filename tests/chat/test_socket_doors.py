@@ -50,8 +50,10 @@ def _frame(**fields) -> str:
 
 
 BAD_FRAMES = [
-    ('{"action":"sendMessage","chatInput":NaN}', "Messages must be JSON objects."),
-    ('{"action":"sendMessage","chatInput":"x","metadata":Infinity}', "Messages must be JSON"),
+    ('{"action":"sendMessage","chatInput":NaN}', "The request body is not valid JSON"),
+    ('{"action":"sendMessage","chatInput":"x","metadata":Infinity}', "not valid JSON"),
+    (b'{"action":"sendMessage","chatInput":"\xff\xfe"}', "not valid UTF-8 text"),
+    ("[1, 2]", "The request body must be a JSON object"),
     ('{"action":"sendMessage","chatInput":"x","m":' + "[" * 900 + "]" * 900 + "}", "nested too"),
     ('{"action":"sendMessage","chatInput":"x","m":' + "[" * 5000 + "]" * 5000 + "}", "nested too"),
     ('{"action":"sendMessage","chatInput":"Bob \\ud800"}', "lone surrogate"),
@@ -84,6 +86,40 @@ def test_a_frame_breaking_a_body_rule_gets_an_error_frame_stores_nothing_and_the
         reply(ws, session, "Bob")  # the same socket goes on
         assert next_frame(ws) == "Nice to meet you, Bob!"
         assert next_frame(ws) == CONTINUE
+    _status_becomes(deploy, execution_id, "success")
+
+
+# (bytes, sent as a text or a binary frame): a text frame carries UTF-8 only.
+FRAMES_AND_BODIES = [
+    (b'{"action":"sendMessage","chatInput":NaN}', "text"),
+    (b'{"action":"sendMessage","chatInput":NaN}', "binary"),
+    (b'{"action":"sendMessage","chatInput":"caf\xe9"}', "binary"),  # Latin-1, not UTF-8
+    (b"hello?", "text"),
+    (b'"a string"', "binary"),
+]
+
+
+@pytest.mark.parametrize(("raw", "kind"), FRAMES_AND_BODIES)
+def test_a_bad_frame_is_answered_in_the_words_http_answers_the_same_bytes_with(
+    chat_deployment, raw, kind
+):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    posted = httpx.post(
+        chat_url(deploy.base, workflow),
+        content=raw,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+    assert posted.status_code == 400
+    execution_id = start(deploy.base, workflow, session)
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        ws.send(raw if kind == "binary" else raw.decode())
+        assert error_message(next_frame(ws)) == posted.json()["message"]
+        reply(ws, session, "Bob")  # the same socket goes on
+        assert next_frame(ws) == "Nice to meet you, Bob!"
     _status_becomes(deploy, execution_id, "success")
 
 

@@ -1,12 +1,15 @@
 """Several api processes behind a real nginx (round robin, no sticky sessions): streams stay
 incremental through the proxy, every stream completes exactly, one session's messages keep their
 order whichever process takes them, and the editor's push and a Chat node's WebSocket reach a
-client held by another process."""
+client held by another process. And compose's own proxy configuration (deploy/nginx.conf) in a
+real nginx: slow bodies stay in the proxy."""
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,8 +26,25 @@ from tests.chat.conversation import (
     reply as send_reply,
 )
 from tests.e2e.client import stream_chat
-from tests.e2e.deployment import Deployment, chat_url, fresh_ids
-from tests.scale.servers import nginx, two_hundred_exact_streams
+from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
+from tests.e2e.slow_clients import (
+    chat_body,
+    closed_by_peer,
+    connect,
+    read_answer,
+    request_head,
+    start_slow_post,
+)
+from tests.scale.servers import (
+    START_TIMEOUT,
+    Server,
+    _accepting,
+    free_port,
+    nginx,
+    nginx_binary,
+    two_hundred_exact_streams,
+)
+from tests.waiting import wait_until
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 API_KEY = "proxy-test-key"
@@ -193,3 +213,61 @@ def test_a_chat_node_conversation_whose_socket_lands_on_another_process(proxied)
         with pytest.raises(ConnectionClosed):  # the execution ended
             next_frame(ws)
     assert proxied.execution(execution_id)["status"] == "success"
+
+
+@pytest.fixture(scope="module")
+def compose_proxy(proxied, tmp_path_factory):
+    """deploy/nginx.conf as compose runs it, in front of one api process: its paths under a
+    folder of the test's, its upstream that api, and the files deploy/proxy-start.sh writes
+    written here, with a body timeout of 1 s (MINI_N8N_BODY_IDLE_SECONDS=1)."""
+    workdir = tmp_path_factory.mktemp("compose-nginx")
+    port = free_port()
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    conf = conf.replace("/tmp/nginx", str(workdir)).replace("http://api:5678", proxied.api_b)
+    conf = conf.replace("user www-data;", "user root;")  # the test's folders are root's
+    (workdir / "nginx.conf").write_text(conf)
+    includes = {
+        "resolver.conf": "resolver 127.0.0.1 valid=5s ipv6=off;",
+        "listen.conf": f"listen 127.0.0.1:{port};",
+        "metrics.conf": "",
+        "bodies.conf": "client_max_body_size 16777216;\nclient_body_timeout 1s;",
+    }
+    for name, text in includes.items():
+        (workdir / name).write_text(text + "\n")
+    argv = [nginx_binary(), "-c", str(workdir / "nginx.conf"), "-p", str(workdir), "-e",
+            str(workdir / "error.log"), "-g", "daemon off;"]  # fmt: skip
+    server = Server("compose nginx", argv, {}, workdir / "nginx.out", cwd=Path(workdir))
+    try:
+        wait_until(lambda: server.alive() and _accepting(port), START_TIMEOUT, "nginx to listen")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_a_stalled_body_through_the_compose_proxy_is_cut_off_there_and_another_chat_answered(
+    proxied, compose_proxy
+):
+    workflow = proxied.activate(fresh_ids(example(REDIS_CHAT)))
+    url = chat_url(compose_proxy, workflow)
+    session = f"px-stalled-{uuid.uuid4().hex[:8]}"
+    with start_slow_post(url, chat_body(session, 1000), 10) as stalled:
+        assert closed_by_peer(stalled)  # nginx logs 408 and closes
+    answered = stream_chat(url, "What is 19 * 23?", f"px-next-{uuid.uuid4().hex[:8]}")
+    assert answered.text() == ANSWER_437
+    # The api never saw the stalled request: the proxy holds a body until it is whole.
+    executions = proxied.redis.zcard(proxied.keys.workflow_executions(workflow["id"]))
+    assert executions == 1
+    assert proxied.chat_list(session) == []
+
+
+def test_a_body_past_the_limit_is_refused_by_the_compose_proxy_in_json_before_it_is_read(
+    proxied, compose_proxy
+):
+    workflow = proxied.activate(fresh_ids(example(REDIS_CHAT)))
+    with connect(chat_url(compose_proxy, workflow)) as sock:
+        sock.sendall(request_head(chat_url(compose_proxy, workflow), 16 * 1024 * 1024 + 1))
+        status, answer = read_answer(sock)  # and not one byte of the body was sent
+    assert status == 413
+    assert json.loads(answer) == {
+        "message": "The request body is larger than MINI_N8N_MAX_BODY_BYTES"
+    }
