@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -68,6 +69,13 @@ class Told:
     notes: list[str] = field(default_factory=list)  # errors told before its reply (a socket)
     ended_at: float | None = None
     before_wipe: bool = False  # sent before Redis restarted empty
+    client: threading.Thread | None = field(default=None, repr=False)  # reading its answer
+
+    def wait(self, timeout: float) -> Told:
+        """Until its client was told an end (or `timeout`)."""
+        if self.client is not None:
+            self.client.join(timeout)
+        return self
 
     def ended(self, outcome: str, answer: str = "") -> None:
         self.outcome, self.answer, self.ended_at = outcome, answer, time.monotonic()
@@ -81,7 +89,6 @@ class Conversation:
         self.checker, self.workflow, self.session = checker, workflow, session
         self.told = Told(session, "", workflow, step)
         self.ws: ClientConnection | None = None
-        self.reader: threading.Thread | None = None
         self.sockets = contextlib.ExitStack()  # every socket it opened, closed by `close`
 
     def ask(self, first: str) -> Conversation:
@@ -107,8 +114,8 @@ class Conversation:
 
     def read_on(self) -> None:
         """Read what follows, in a thread, until the socket closes."""
-        self.reader = threading.Thread(target=self._read_to_the_end, daemon=True)
-        self.reader.start()
+        self.told.client = threading.Thread(target=self._read_to_the_end, daemon=True)
+        self.told.client.start()
 
     def _open(self) -> None:
         socket = open_chat(self.checker.base(), self.session, str(self.told.execution_id))
@@ -174,7 +181,6 @@ class Checker:
     def __init__(self, deploy: Deployment, base: Callable[[], str], bound: float):
         self.deploy, self.base, self.bound = deploy, base, bound
         self.told: list[Told] = []
-        self.threads: list[threading.Thread] = []
         self.conversations: list[Conversation] = []
         self.cut_ok = False
 
@@ -188,9 +194,8 @@ class Checker:
         told = Told(session, text, workflow, step)
         self.told.append(told)
         began = threading.Event()
-        thread = threading.Thread(target=self._stream, args=(told, began), daemon=True)
-        self.threads.append(thread)
-        thread.start()
+        told.client = threading.Thread(target=self._stream, args=(told, began), daemon=True)
+        told.client.start()
         assert began.wait(self.bound) if wait else True, f"no answer began for {text!r}"
         return told
 
@@ -236,8 +241,8 @@ class Checker:
 
     def _every_client_ended(self) -> None:
         deadline = time.monotonic() + self.bound
-        for thread in self.threads + [c.reader for c in self.conversations if c.reader]:
-            thread.join(max(deadline - time.monotonic(), 0))
+        for told in self.told:
+            told.wait(max(deadline - time.monotonic(), 0))
         for told in self.told:
             assert told.outcome is not None, (
                 f"{_who(told)}: its client was never told an end (its record: {self._status(told)})"
@@ -333,21 +338,26 @@ class Checker:
 
     # --- the next message -------------------------------------------------------------------
     def _next_messages_are_answered(self) -> None:
-        for session, workflow in self._sessions().items():
-            if _streams(workflow):
-                self._next_stream(session, workflow)
-            else:
-                self._next_conversation(session, workflow)
+        """All sessions at once: each one's next message, and what must hold after it."""
+        sessions = self._sessions()
+        with ThreadPoolExecutor(max_workers=len(sessions) or 1) as pool:
+            done = [pool.submit(self._next_message, s, w) for s, w in sessions.items()]
+        for future in done:
+            future.result()  # the first failure, raised here
+
+    def _next_message(self, session: str, workflow: dict) -> None:
+        if _streams(workflow):
+            self._next_stream(session, workflow)
+        else:
+            self._next_conversation(session, workflow)
 
     def _next_stream(self, session: str, workflow: dict) -> None:
         expected = self._last_name(session)
-        told = self.stream(workflow, session, "What is my name?", "next message")
-        self.threads[-1].join(self.bound)
+        told = self.stream(workflow, session, "What is my name?", "next message").wait(self.bound)
         assert told.outcome == "end", f"{_who(told)}: {told.outcome} {told.answer!r}"
+        self._still_true(session, workflow)
         assert told.answer == (f"Your name is {expected}." if expected else
                                "I don't know your name yet."), _who(told)  # fmt: skip
-        self._told_is_recorded(told, self.deploy.execution(str(told.execution_id)))
-        self._memory_is_what_was_told(session, workflow)
 
     def _last_name(self, session: str) -> str | None:
         """The name the session's last message told `end` said; a message whose client was cut
@@ -367,11 +377,16 @@ class Checker:
         assert conversation.told.execution_id not in known, "no new conversation started"
         who = name()
         conversation.reply(f"my name is {who}" if _remembers(workflow) else who)
-        assert conversation.reader is not None
-        conversation.reader.join(self.bound)
-        told = conversation.told
+        told = conversation.told.wait(self.bound)
         assert told.outcome == "end" and told.answer == f"Nice to meet you, {who}!", _who(told)
-        self._told_is_recorded(told, self.deploy.execution(str(told.execution_id)))
+        self._still_true(session, workflow)
+
+    def _still_true(self, session: str, workflow: dict) -> None:
+        """Every message of the session, the next one included, against its record and memory
+        as they are now: nothing was written after its client was told."""
+        for told in self.told:
+            if told.session == session and told.execution_id:
+                self._told_is_recorded(told, self.deploy.execution(told.execution_id))
         self._memory_is_what_was_told(session, workflow)
 
     # --- the report -------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from tests.workflows import GREETING, example
 
 FAULTS = ("redis paused", "redis restarted", "worker killed", "api killed")
 KINDS = (*connections.KINDS, connections.EVERY_NORMAL, connections.EVERY_PUBSUB)
-STOPPED_SECONDS = {"a worker": 10, "the api": 5, "redis": 5}
+STOPPED_SECONDS = {"a worker": 10, "the api": 3, "redis": 3}
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +120,7 @@ def test_a_fault_as_a_reply_resumes_a_wait(bed, fault):
                         and r["status"] not in ("new", "running") and r,
                         checker.bound, "the resumed execution to settle")  # fmt: skip
     if record["status"] == "waiting":  # the reply was lost with the api before it was taken
-        assert conversation.reader is not None
-        conversation.reader.join(checker.bound)
+        conversation.told.wait(checker.bound)
         conversation.reply(conversation.told.text)  # the user sends it again
     checker.check(cut_ok=fault == "api killed")
 
@@ -199,7 +198,7 @@ def test_redis_restarted_empty_ends_what_was_in_flight_with_an_error_and_refuses
     assert scene.waiting is not None
     scene.waiting.read_on()  # its execution is gone: the socket says so
     refused = checker.stream(bed.chat, session("refused"), f"my name is {name()}", "after")
-    checker.threads[-1].join(checker.bound)
+    refused.wait(checker.bound)
     assert refused.outcome == "refused", (refused.outcome, refused.answer)
     bed.reimport()
     try:

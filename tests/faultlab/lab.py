@@ -142,5 +142,7 @@ def _cli() -> list[str]:
 
 
 def _valkey(host: Host, data_dir: str) -> list[str]:
+    # Not protected mode: its clients come from other hosts, on a network of the run's own.
     return [valkey_server_path(), "--bind", host.ip, "--port", str(REDIS_PORT), "--save", "",
+            "--protected-mode", "no",
             "--appendonly", "no", "--dir", data_dir, "--maxclients", "20000"]  # fmt: skip

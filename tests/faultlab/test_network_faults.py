@@ -19,7 +19,7 @@ from tests.faultlab.lab import Lab, Machine, SpreadDeployment
 SECONDS, MINUTE = 5, 60
 # Under latency every Redis step of a turn costs a round trip of 100-300 ms more: slower
 # models, so that the scene's steps are still in flight together.
-SLOW_TOKEN_MS, SLOW_RESUMED_TOKEN_MS = 800, 1200
+SLOW_TOKEN_MS, SLOW_RESUMED_TOKEN_MS = 500, 800
 
 
 class Spread:
@@ -76,7 +76,7 @@ def _report(checker: Checker, fault: str, at: float) -> None:
 def _stream_answered_meanwhile(spread: Spread, checker: Checker, cut_off: Machine) -> None:
     """A message sent while a worker is cut off is answered by another worker."""
     told = checker.stream(spread.chat, session("meanwhile"), f"my name is {name()}", "meanwhile")
-    checker.threads[-1].join(checker.bound)
+    told.wait(checker.bound)
     assert told.outcome == "end", (told.outcome, told.answer)
     assert spread.deploy.machine_of(str(told.execution_id)) is not cut_off
 
