@@ -98,9 +98,10 @@ class Scene:
         """A second message of the session `line`: new, waiting for its turn."""
         told = self.checker.stream(self.chat, line, f"my name is {name()}", TURN, wait=False)
         key = self.checker.deploy.keys.session_queue(self.chat["id"], line)
-        ids = self._wait(lambda: (ids := self.checker.deploy.redis.lrange(key, 0, -1))[1:] and ids,
-                         "its place in the line")  # fmt: skip
-        told.execution_id = ids[1]
+        ahead = {t.execution_id for t in self.checker.told if t.session == line}
+        behind = self._wait(lambda: [i for i in self.checker.deploy.redis.lrange(key, 0, -1)
+                                     if i not in ahead], "its place in the line")  # fmt: skip
+        told.execution_id = behind[0]
         return told
 
     def chat_node_waits(self, step: str = WAIT) -> Conversation:

@@ -65,6 +65,13 @@ def _report(bed: Testbed, checker: Checker, fault: str, at: float) -> None:
     print("\n" + "\n".join(checker.report(fault, at)) + f"\nexited: {exited}")
 
 
+def _check(bed: Testbed, checker: Checker, fault: str, at: float, cut_ok: bool = False) -> None:
+    try:
+        checker.check(cut_ok=cut_ok)
+    finally:
+        _report(bed, checker, fault, at)
+
+
 def _hold(seconds: float) -> None:
     """The fault's length (a process or Redis stopped this long), not a wait for anything."""
     threading.Event().wait(seconds)
@@ -75,8 +82,9 @@ def _hold(seconds: float) -> None:
 def test_a_fault_while_an_answer_streams(bed, fault):
     checker = bed.checker()
     told = Scene(checker, bed.chat, bed.ask).streaming()
+    at = time.monotonic()
     _inject(bed, fault, told.execution_id)
-    checker.check(cut_ok=fault == "api killed")
+    _check(bed, checker, fault, at, cut_ok=fault == "api killed")
     record = bed.deploy.execution(str(told.execution_id))
     if fault in ("redis paused", "api killed"):
         assert record["status"] == "success"  # nothing of the execution's was lost
@@ -93,8 +101,9 @@ def test_a_fault_while_a_message_waits_for_its_turn(bed, fault):
     scene, line = Scene(checker, bed.chat, bed.ask), session("turn")
     first = scene.streaming(line)
     scene.queued(line)
+    at = time.monotonic()
     _inject(bed, fault, first.execution_id)
-    checker.check(cut_ok=fault == "api killed")
+    _check(bed, checker, fault, at, cut_ok=fault == "api killed")
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -102,9 +111,10 @@ def test_a_fault_while_a_chat_node_waits(bed, fault):
     checker = bed.checker()
     conversation = Scene(checker, bed.chat, bed.ask).chat_node_waits()
     # A waiting execution holds no worker: the one that ran it to the wait is killed.
+    at = time.monotonic()
     _inject(bed, fault, conversation.told.execution_id)
     conversation.reply(f"my name is {name()}")
-    checker.check()
+    _check(bed, checker, fault, at)
     assert conversation.told.outcome == "end"
 
 
@@ -114,6 +124,7 @@ def test_a_fault_as_a_reply_resumes_a_wait(bed, fault):
     scene = Scene(checker, bed.chat, bed.ask)
     conversation = scene.chat_node_waits()
     conversation.reply(f"my name is {name()}")
+    at = time.monotonic()
     _inject(bed, fault, None)
     execution_id = str(conversation.told.execution_id)
     record = wait_until(lambda: (r := bed.deploy.execution(execution_id))
@@ -122,7 +133,7 @@ def test_a_fault_as_a_reply_resumes_a_wait(bed, fault):
     if record["status"] == "waiting":  # the reply was lost with the api before it was taken
         conversation.told.wait(checker.bound)
         conversation.reply(conversation.told.text)  # the user sends it again
-    checker.check(cut_ok=fault == "api killed")
+    _check(bed, checker, fault, at, cut_ok=fault == "api killed")
 
 
 def test_a_worker_killed_as_a_reply_resumes_a_wait(bed):
@@ -137,9 +148,10 @@ def test_a_worker_killed_as_a_reply_resumes_a_wait(bed):
     execution_id = str(conversation.told.execution_id)
     wait_until(lambda: bed.deploy.execution(execution_id)["status"] != "waiting",
                10, "the reply to resume it")  # fmt: skip
+    at = time.monotonic()
     bed.kill(bed.workers[0])
     bed.heal()
-    checker.check()
+    _check(bed, checker, "worker killed", at)
     assert bed.deploy.execution(execution_id)["status"] in ("success", "crashed")
 
 
@@ -179,10 +191,7 @@ def test_a_killed_connection_of_each_kind_leaves_every_process_up_and_every_stre
     at = time.monotonic()
     wait_until(lambda: bed.kill_connections(kind), 10, f"a connection of {kind} to kill")
     scene.reply_to_the_waiting()
-    try:
-        checker.check()
-    finally:
-        _report(bed, checker, f"CLIENT KILL {kind}", at)
+    _check(bed, checker, f"CLIENT KILL {kind}", at)
     _processes_up(bed)
 
 
@@ -201,10 +210,7 @@ def test_redis_restarted_empty_ends_what_was_in_flight_with_an_error_and_refuses
     refused.wait(checker.bound)
     assert refused.outcome == "refused", (refused.outcome, refused.answer)
     bed.reimport()
-    try:
-        checker.check()
-    finally:
-        _report(bed, checker, "Redis restarted empty", at)
+    _check(bed, checker, "Redis restarted empty", at)
     in_flight = [t for t in checker.told if t.before_wipe]
     assert all(t.outcome == "error" for t in in_flight), [(t.step, t.outcome) for t in in_flight]
     _processes_up(bed)
@@ -229,9 +235,6 @@ def test_a_process_stopped_for_seconds_is_never_declared_lost(bed, what):
     _hold(STOPPED_SECONDS[what])
     bed.cont(pid)
     scene.reply_to_the_waiting()
-    try:
-        checker.check()
-    finally:
-        _report(bed, checker, f"SIGSTOP {what} {STOPPED_SECONDS[what]} s", at)
+    _check(bed, checker, f"SIGSTOP {what} {STOPPED_SECONDS[what]} s", at)
     assert [t.outcome for t in checker.told if t.step != "next message"] == ["end"] * 4
     _processes_up(bed)

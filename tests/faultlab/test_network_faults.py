@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.checker import Checker, name
 from tests.e2e.scene import Scene, ask_then_answer, session, streaming_chat
-from tests.e2e.testbed import BOUND, KEEPALIVE_SECONDS, LEASE_SECONDS
+from tests.e2e.testbed import BOUND, SETTINGS
 from tests.faultlab.lab import Lab, Machine, SpreadDeployment
 
 SECONDS, MINUTE = 5, 60
@@ -27,11 +27,7 @@ class Spread:
 
     def __init__(self, lab: Lab, api: Machine, workers: list[Machine], slow: bool = False):
         self.lab, self.api = lab, api
-        self.deploy = SpreadDeployment(
-            lab,
-            MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
-            MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
-        )
+        self.deploy = SpreadDeployment(lab, **SETTINGS)
         self.base = self.deploy.api_on(api)
         self.workers = [self.deploy.worker_on(w) for w in workers]
         delays = (SLOW_TOKEN_MS, SLOW_RESUMED_TOKEN_MS) if slow else ()
@@ -69,8 +65,15 @@ def _hold(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
-def _report(checker: Checker, fault: str, at: float) -> None:
-    print("\n" + "\n".join(checker.report(fault, at)))
+def _check(spread: Spread, checker: Checker, fault: str, at: float) -> None:
+    """The checker; then what each client saw (`-s` shows it), and which processes exited."""
+    try:
+        checker.check()
+    finally:
+        exited = {
+            p.name: p.proc.poll() for p in spread.deploy.processes if p.proc.poll() is not None
+        }
+        print("\n" + "\n".join(checker.report(fault, at)) + f"\nexited: {exited}")
 
 
 def _stream_answered_meanwhile(spread: Spread, checker: Checker, cut_off: Machine) -> None:
@@ -96,10 +99,7 @@ def test_a_worker_cut_off_from_redis_leaves_every_stream_true(lab, spread, secon
             _stream_answered_meanwhile(spread, checker, machine)
         _hold(seconds - (time.monotonic() - at))
     scene.reply_to_the_waiting()
-    try:
-        checker.check()
-    finally:
-        _report(checker, f"worker cut off from Redis {seconds} s", at)
+    _check(spread, checker, f"worker cut off from Redis {seconds} s", at)
     spread.processes_up()
 
 
@@ -113,10 +113,7 @@ def test_the_api_cut_off_from_redis_leaves_every_stream_true(lab, spread):
                        wait=False)  # fmt: skip
         _hold(SECONDS)
     scene.reply_to_the_waiting()
-    try:
-        checker.check()
-    finally:
-        _report(checker, f"api cut off from Redis {SECONDS} s", at)
+    _check(spread, checker, f"api cut off from Redis {SECONDS} s", at)
     spread.processes_up()
 
 
@@ -129,8 +126,7 @@ def test_latency_to_redis_leaves_every_stream_true(slow, where):
     try:
         scene.stage()
         scene.reply_to_the_waiting()
-        checker.check()
+        _check(slow, checker, f"latency {where} to Redis", at)
     finally:
         machine.slow(False)
-        _report(checker, f"latency {where} to Redis", at)
     slow.processes_up()
