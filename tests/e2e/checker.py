@@ -61,7 +61,7 @@ class Told:
     step: str = ""  # where its execution was staged for the fault (for the report)
     at_fault: str | None = None  # its record's status just before the fault
     execution_id: str | None = None
-    items: int = 0  # item lines (or messages) its client has read so far
+    items: int = 0  # item lines its client has read so far (a stream)
     # end, error, refused; cut (the connection broke), closed (a socket closed without a word);
     # None while its client waits
     outcome: str | None = None
@@ -104,9 +104,11 @@ class Conversation:
         return self
 
     def reply(self, text: str) -> None:
-        """Reply (on a new socket if the open one was closed meanwhile) and read what follows."""
+        """Reply and read what follows. A socket that was closed, or said it broke, meanwhile
+        is left for a new one, as the widget reconnects."""
         self.told.text, self.told.outcome = text, None
-        if self._closed():
+        noted = len(self.told.notes)
+        if self._closed() or len(self.told.notes) > noted:
             self._open()
         assert self.ws is not None
         reply(self.ws, self.session, text)
@@ -399,8 +401,10 @@ class Checker:
                 continue
             record = self.deploy.execution(told.execution_id) if told.execution_id else None
             after = f"{told.ended_at - at:+.1f} s" if told.ended_at else "never"
+            before = f" (told before its reply: {told.notes})" if told.notes else ""
             lines.append(f"{fault} | {told.step} ({told.at_fault}) | {told.outcome} "
-                         f"{told.answer[:70]!r} | {record and record['status']} | {after}")  # fmt: skip
+                         f"{told.answer[:70]!r}{before} | {record and record['status']} | "
+                         f"{after}")  # fmt: skip
         return lines
 
 

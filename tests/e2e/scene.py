@@ -117,9 +117,14 @@ class Scene:
         self._wait(lambda: self._status(conversation.told) == "running", "the resume")
 
     def reply_to_the_waiting(self) -> None:
-        """After the fault: the waiting conversation's user answers."""
-        if self.waiting is not None:
-            self.waiting.reply(f"my name is {name()}")
+        """After the fault: the waiting conversation's user answers, once the clients of the
+        other steps were told how theirs ended (by then the fault has reached every socket)."""
+        if self.waiting is None:
+            return
+        for told in self.checker.told:
+            if told is not self.waiting.told:
+                told.wait(self.checker.bound)
+        self.waiting.reply(f"my name is {name()}")
 
     def _record(self, told: Told) -> dict | None:
         return told.execution_id and self.checker.deploy.execution(told.execution_id) or None

@@ -35,6 +35,12 @@ def missing() -> str | None:
     for tool, package in (("ip", "iproute2"), ("nft", "nftables (scripts/ensure-nftables)")):
         if shutil.which(tool) is None:
             return f"`{tool}` is not installed ({package})"
+    probe = f"fl{uuid.uuid4().hex[:6]}-probe"
+    try:  # root in a container may still be refused namespaces
+        run("ip", "netns", "add", probe)
+    except RuntimeError as err:
+        return f"cannot make a network namespace: {err}"
+    run("ip", "netns", "del", probe)
     return None
 
 
