@@ -23,7 +23,8 @@ from tests.waiting import wait_until
 
 REDIS_PORT = 6379
 API_PORT = 5678
-LATENCY_MS, JITTER_MS = 100, 50  # each way: 50-150 ms, a round trip 100-300 ms longer
+# Each way 25-75 ms: a round trip 50-150 ms longer, as netem's `delay 100ms 50ms` on one side.
+LATENCY_MS, JITTER_MS = 50, 25
 
 
 @dataclass
