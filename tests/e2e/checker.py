@@ -111,7 +111,12 @@ class Conversation:
         if self._closed() or len(self.told.notes) > noted:
             self._open()
         assert self.ws is not None
-        reply(self.ws, self.session, text)
+        try:
+            reply(self.ws, self.session, text)
+        except ConnectionClosed as closed:  # closed as the reply went out: once more, anew
+            self.told.notes.append(_close(closed))
+            self._open()
+            reply(self.ws, self.session, text)
         self.read_on()
 
     def read_on(self) -> None:
