@@ -19,10 +19,10 @@ from tests.e2e.deployment import fresh_ids
 from tests.waiting import wait_until
 from tests.workflows import REDIS_CHAT, example, node, with_model_delay
 
-# Each answer is four tokens: about 1.2 s of streaming, long enough to stage the steps after it;
-# a resumed conversation's agent, staged first, takes 2 s.
-TOKEN_DELAY_MS = 300
-RESUMED_TOKEN_DELAY_MS = 500
+# Each answer is four tokens: about 1 s of streaming, long enough to stage the steps after it;
+# a resumed conversation's agent, staged first, takes 1.6 s.
+TOKEN_DELAY_MS = 250
+RESUMED_TOKEN_DELAY_MS = 400
 QUESTION = "Hi! What is your name?"
 STREAMING, TURN, WAIT, RESUME = (
     "streaming", "waiting for its turn", "a Chat node's wait", "resuming after a reply"

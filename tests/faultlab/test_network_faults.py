@@ -19,7 +19,7 @@ from tests.faultlab.lab import Lab, Machine, SpreadDeployment
 SECONDS, MINUTE = 5, 60
 # Under latency every Redis step of a turn costs a round trip of 50-150 ms more: slower
 # models, so that the scene's steps are still in flight together.
-SLOW_TOKEN_MS, SLOW_RESUMED_TOKEN_MS = 500, 800
+SLOW_TOKEN_MS, SLOW_RESUMED_TOKEN_MS = 350, 600
 
 
 class Spread:
