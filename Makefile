@@ -23,6 +23,7 @@ test: $(STAMP_TEST)
 	scripts/ensure-prometheus
 	scripts/ensure-rabbitmq
 	scripts/ensure-nginx
+	scripts/ensure-nftables
 	$(BIN)/pytest -q
 
 # The packages' own tests only (no api, worker, browser or compose started): under a minute.
