@@ -18,9 +18,11 @@ import redis
 Connection = dict[str, str]
 
 
-def _named(name: str, cmd: str | None = None) -> Callable[[Connection, str], bool]:
+def _named(name: str, *cmds: str) -> Callable[[Connection, str], bool]:
+    """Connections of that name, whose last command was one of `cmds` (any, without)."""
+
     def matches(conn: Connection, owner: str) -> bool:
-        return conn.get("name") == name and (cmd is None or conn.get("cmd") == cmd)
+        return conn.get("name") == name and (not cmds or conn.get("cmd") in cmds)
 
     return matches
 
@@ -35,7 +37,8 @@ KINDS: dict[str, Callable[[Connection, str], bool]] = {
     "the worker's broker connections": _broker,
     "the worker's store connections": _named("mini-n8n-worker"),
     "the worker's lease heartbeat": _named("mini-n8n-heartbeat"),
-    "the outbox's publish connection": _named("mini-n8n-worker", "publish"),
+    # The outbox publishes each execution event with a script that keeps it (core/replay.py).
+    "the outbox's publish connection": _named("mini-n8n-worker", "publish", "evalsha"),
     "the api's relay subscription": _named("mini-n8n-relay"),
     "the api's pool": _named("mini-n8n-api"),
 }

@@ -20,7 +20,9 @@ from tests.e2e.deployment import Deployment, Process
 from tests.e2e.scene import ask_then_answer, streaming_chat
 from tests.waiting import wait_until
 
-LEASE_SECONDS = 2
+# Longer than a process stopped by the OS here (STOPPED_SECONDS): a worker that is silent but
+# alive keeps its executions; one whose process died is told by its closed connection.
+LEASE_SECONDS = 15
 KEEPALIVE_SECONDS = 1
 # A task a killed worker had received but not started ends at the queue timeout
 # (docs/architecture.md, "Delivery semantics"): short here, so that its bound fits in a case.
