@@ -12,18 +12,16 @@ here, and only a process that sends or runs tasks needs Celery.
 
 from __future__ import annotations
 
-import base64
 import logging
-import os
-import socket
 import threading
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
-
-from core import heap, jsontext, logs
+from core import heap, logs
 from core.settings import Settings
+
+# The api's own task message lives with the other library internals (worker/library_internals.py).
+from worker.library_internals import TASK_NAME, shortcuts_on
+from worker.library_internals import redis_message as redis_message
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -31,19 +29,14 @@ if TYPE_CHECKING:
     from core.task import TaskPayload
     from worker.runtime import WorkerRuntime
 
-TASK_NAME = "mini_n8n.run_execution"
-# What Celery puts after a task's args and kwargs in its body (task protocol 2): no workflow.
-_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-_ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
-
 
 def create_celery(settings: Settings | None = None) -> Celery:
     """The app and its task; no signal handlers (see connect_worker_signals)."""
     from celery import Celery
 
-    from worker import broker
+    from worker import library_internals
 
-    broker.install()
+    library_internals.install_broker_client()
     settings = settings or Settings.from_env()
     app = Celery("mini_n8n", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
@@ -76,7 +69,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
     # Not shared: a shared task joins every app built later in the process, still bound to
     # the app (and runtime) that defined it first.
-    @app.task(name=TASK_NAME, shared=False, Strategy="worker.task_strategy:lean")
+    @app.task(name=TASK_NAME, shared=False, Strategy="worker.library_internals:strategy")
     def run_execution(payload: dict) -> str:
         # The task id is the execution id (api/launcher.py); the record says so too, and is
         # what an older message without that id carries.
@@ -191,59 +184,12 @@ def runtime(app: Celery) -> WorkerRuntime:
 def writes_own_messages(settings: Settings) -> bool:
     """Whether the api writes an execution's task message itself (`redis_message`), in the
     transaction that records the execution: when the broker is the store's own Redis, as
-    `mini-n8n up` and compose run it. RabbitMQ, another Redis or a cluster go through Celery."""
+    `mini-n8n up` and compose run it, and the library shortcuts are on. RabbitMQ, another Redis
+    or a cluster go through Celery."""
     return (
         settings.executions_mode != "regular"
         and not settings.redis_cluster
         and settings.broker_url == settings.redis_url
         and settings.broker_url.startswith(("redis://", "rediss://"))
-    )
-
-
-def redis_message(payload: TaskPayload, queue: str) -> bytes:
-    """The message `send_execution` has kombu's Redis transport LPUSH onto the queue's list (a
-    task of priority 0, Celery's task protocol 2, its body base64 JSON), built in one pass. On
-    the api's hot path Celery's send built it with three JSON encodings and a Redis client per
-    publish, on a thread of its own (about a quarter of the api's CPU per message)."""
-    record = payload.record
-    body = jsontext.dumps_bytes([[payload.encode()], {}, _EMBED])
-    summary = f"[execution {record.id} of workflow {record.workflow_id}]"
-    headers: dict[str, Any] = {
-        "lang": "py",
-        "task": TASK_NAME,
-        "id": record.id,
-        "shadow": None,
-        "eta": None,
-        "expires": None,
-        "group": None,
-        "group_index": None,
-        "retries": 0,
-        "timelimit": [None, None],
-        "root_id": record.id,
-        "parent_id": None,
-        "argsrepr": summary,
-        "kwargsrepr": "{}",
-        "origin": _ORIGIN,
-        "ignore_result": None,
-        "replaced_task_nesting": 0,
-        "stamped_headers": None,
-        "stamps": {},
-    }
-    properties = {
-        "correlation_id": record.id,
-        "reply_to": "",
-        "delivery_mode": 2,
-        "delivery_info": {"exchange": "", "routing_key": queue},
-        "priority": 0,
-        "body_encoding": "base64",
-        "delivery_tag": str(uuid.uuid4()),
-    }
-    return orjson.dumps(
-        {
-            "body": base64.b64encode(body).decode("ascii"),
-            "content-encoding": "utf-8",
-            "content-type": "application/json",
-            "headers": headers,
-            "properties": properties,
-        }
+        and shortcuts_on()
     )
