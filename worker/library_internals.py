@@ -209,7 +209,7 @@ def lean_request_class() -> type:
     from celery.worker.request import Request
 
     class LeanRequest(Request):
-        def __init__(self, message, decoded: tuple, **options) -> None:
+        def __init__(self, message, decoded: list, **options) -> None:
             super().__init__(message, body=decoded, decoded=True, **options)
             # What Celery's own decoding of the message would have left: only the decoding was
             # done elsewhere.
@@ -303,7 +303,7 @@ class _ShortPath:
         consumer = self.consumer
         return self.request_class(
             message,
-            tuple(decoded),
+            decoded,
             on_ack=ack,
             on_reject=reject,
             hostname=consumer.hostname,
