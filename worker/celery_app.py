@@ -84,6 +84,9 @@ def connect_worker_signals(app: Celery) -> None:
     signals are process-wide, and the api's producer app has no worker to follow."""
     from celery import signals
 
+    link = BrokerLink()
+    app.steps["consumer"].add(link.step())
+
     def ready(**_):
         # The task's (disabled) result backend, built once: Celery keeps the app's per thread,
         # which under gevent is per greenlet, so every task built and looked one up anew.
@@ -93,6 +96,7 @@ def connect_worker_signals(app: Celery) -> None:
         # executions of lost workers, and watch over this worker's own shutdown. Then /metrics.
         runtime(app).warm()
         runtime(app).start_background()
+        readiness(app, link)
         runtime(app).serve_metrics()
         heap.settle()
 
@@ -110,6 +114,45 @@ def connect_worker_signals(app: Celery) -> None:
     signals.worker_ready.connect(ready, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
+
+
+class BrokerLink:
+    """Whether this worker's Celery consumer is connected to the broker and consuming: a consumer
+    bootstep (Celery's extension point) started once it is, and stopped when the connection is
+    lost (the consumer restarts its steps) or the worker stops."""
+
+    def __init__(self) -> None:
+        self.connected = False
+
+    def step(self) -> type:
+        from celery import bootsteps
+
+        link = self
+
+        class Linked(bootsteps.StartStopStep):
+            requires = ("celery.worker.consumer.tasks:Tasks",)
+
+            def start(self, c) -> None:
+                link.connected = True
+
+            def stop(self, c) -> None:
+                link.connected = False
+
+            shutdown = stop
+
+        return Linked
+
+
+def readiness(app: Celery, link: BrokerLink) -> None:
+    """The worker's /readyz (worker/metrics.py): connected, and its lease heartbeat beating."""
+    from worker.metrics import Readiness
+
+    worker = runtime(app)
+    worker.metrics.readiness = Readiness(
+        connected=lambda: link.connected,
+        beats=lambda: worker.heartbeat.beats,
+        stale_after=app.settings.lease_seconds,
+    )
 
 
 MODULES_COMMAND = "mini_n8n_modules"
