@@ -186,7 +186,10 @@ def install_broker_client() -> bool:
             return True
         from kombu.transport import redis as kombu_redis
 
-        build = kombu_redis.Channel._create_client
+        build = getattr(kombu_redis.Channel, "_create_client", None)
+        if build is None:
+            _say_once("kombu's Redis channel has no _create_client")
+            return False
 
         def _create_client(self, asynchronous=False):
             if asynchronous:

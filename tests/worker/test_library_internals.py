@@ -11,6 +11,7 @@ import pytest
 from celery.concurrency.gevent import TaskPool
 from celery.worker.request import Request
 from kombu import Connection
+from kombu.transport import redis as kombu_redis
 
 from core.execution_record import ExecutionRecord
 from core.settings import Settings
@@ -68,6 +69,7 @@ def test_the_installed_celery_and_kombu_are_the_ones_the_shortcuts_were_written_
     pool = TaskPool(limit=1)
     pool.on_start()
     assert fits(lean_request_class(), pool) is None
+    assert callable(kombu_redis.Channel._create_client)
 
 
 def test_the_short_paths_request_is_the_one_celery_builds_from_the_same_message():
