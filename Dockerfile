@@ -28,9 +28,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin mini
 
+# The exact versions the tests ran (requirements/run.lock, written by `make lock`), then the project.
 COPY . /src
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check $PIP_ARGS /src \
+    && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check $PIP_ARGS \
+        -r /src/requirements/run.lock /src \
     && mkdir -p /app/workflows /app/examples \
     && cp /src/examples/workflows/*.json /app/examples/ \
     && rm -rf /src

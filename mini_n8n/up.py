@@ -6,9 +6,10 @@ embedded valkey-server, AOF in ./.mini-n8n/redis, on the port kept in ./.mini-n8
 merely answers on 6379. The generated api key is kept there too, so both survive a restart
 (mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the bundled examples); starts the api
 (gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers and
-prints the URLs. Ctrl-C or SIGTERM stops everything it started: children first (SIGTERM, then
-SIGKILL after a grace period), the embedded Redis last. A child that dies on its own stops the
-rest, and `up` exits non-zero.
+prints the URLs. A process that dies on its own once the stack is up (the api, a worker, the
+embedded Redis) is started again, and `up` says which and why (mini_n8n/supervision.py); one that
+dies while the stack starts stops it, and `up` exits non-zero. Ctrl-C or SIGTERM stops everything
+it started: children first (SIGTERM, then SIGKILL after a grace period), the embedded Redis last.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from mini_n8n.redis_server import (
     reachable,
     redis_cli_command,
 )
+from mini_n8n.supervision import Supervised, exit_reason
 
 DATA_DIR = STATE_DIR / "redis"
 BUNDLED_WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -63,27 +65,51 @@ class Stack:
 
     def __init__(self) -> None:
         self.redis: EmbeddedRedis | None = None
+        self.redis_watch: Supervised | None = None  # the embedded Redis, when it is ours
         self.adopted_redis: str | None = None  # an earlier run's embedded Redis, shut down at end
-        self.children: list[tuple[str, subprocess.Popen]] = []
+        self.children: list[Supervised] = []
+
+    def start_redis(self, port: int, data_dir: str) -> str:
+        """Our own embedded Redis (its URL), started again on the same port and data if it dies."""
+
+        def start() -> subprocess.Popen:
+            server = EmbeddedRedis(port=port, data_dir=data_dir, die_with_parent=True).start()
+            self.redis = server
+            return server.process  # type: ignore[return-value]  # started: it has one
+
+        self.redis_watch = Supervised("embedded Redis", start)
+        return f"redis://127.0.0.1:{port}/0"
 
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         cmd = [sys.executable, "-m", "mini_n8n.cli", *args]
-        # A session of their own: Ctrl-C reaches only `up`, which then stops them in order.
-        process = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=die_with_parent)
-        self.children.append((name, process))
+
+        def start() -> subprocess.Popen:
+            # A session of their own: Ctrl-C reaches only `up`, which then stops them in order.
+            return subprocess.Popen(
+                cmd, env=env, start_new_session=True, preexec_fn=die_with_parent
+            )
+
+        self.children.append(Supervised(name, start))
 
     def exited(self) -> tuple[str, int] | None:
-        for name, process in self.children:
-            code = process.poll()
+        for child in self.children:
+            code = child.process.poll()
             if code is not None:
-                return name, code
+                return child.name, code
         return None
 
+    def supervise(self) -> None:
+        """Start again what died: the embedded Redis first, which the others need."""
+        for watched in [self.redis_watch, *self.children]:
+            if watched is not None:
+                watched.check()
+
     def stop(self, grace: float = STOP_GRACE_SECONDS, hurry: threading.Event | None = None) -> None:
-        for _, process in self.children:
+        processes = [child.process for child in self.children]
+        for process in processes:
             _signal(process, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        for _, process in self.children:
+        for process in processes:
             while process.poll() is None and time.monotonic() < deadline:
                 if hurry is not None and hurry.is_set():
                     break
@@ -162,10 +188,7 @@ def _run(stack: Stack, settings: Settings, workflows: str | None, workers: int, 
         return 0 if stopping.is_set() else 1
     _print_urls(settings, redis_url, env["MINI_N8N_API_KEY"], key_source, keys)
     while not stopping.wait(POLL_SECONDS):
-        dead = stack.exited()
-        if dead:
-            print(f"mini-n8n: the {dead[0]} exited with code {dead[1]}", file=sys.stderr)
-            return 1
+        stack.supervise()
     return 0
 
 
@@ -201,15 +224,15 @@ def _redis(stack: Stack, settings: Settings, env: dict[str, str], state: LocalSt
     if port is None:
         port = free_port()
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    stack.redis = EmbeddedRedis(port=port, data_dir=str(data_dir), die_with_parent=True).start()
+    url = stack.start_redis(port, str(data_dir))
     state.embedded_redis_port = port
     # The broker follows: a CELERY_BROKER_URL pointing elsewhere would not answer either.
-    env["CELERY_BROKER_URL"] = stack.redis.url
+    env["CELERY_BROKER_URL"] = url
     print(
-        f"Redis: embedded valkey-server at {stack.redis.url} (data in {DATA_DIR}/, "
+        f"Redis: embedded valkey-server at {url} (data in {DATA_DIR}/, "
         f"port kept in {STATE_FILE}; set REDIS_URL to use another Redis)"
     )
-    return stack.redis.url
+    return url
 
 
 def _has_data(url: str, keys: Keys) -> bool:
@@ -284,7 +307,7 @@ def _wait_ready(base: str, stack: Stack, stopping: threading.Event) -> bool:
             return True
         dead = stack.exited()
         if dead:
-            print(f"mini-n8n: the {dead[0]} exited at start (code {dead[1]})", file=sys.stderr)
+            print(f"mini-n8n: the {dead[0]} {exit_reason(dead[1])} at start", file=sys.stderr)
             return False
         if stopping.wait(POLL_SECONDS):
             return False

@@ -12,10 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
 from mini_n8n.redis_server import free_port
+from mini_n8n.supervision import Supervised
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import Process
 from tests.workflows import REDIS_CHAT, example, node
@@ -80,6 +82,62 @@ def test_up_runs_everything_and_ctrl_c_stops_it(tmp_path):
         assert not listening(port) and not listening(redis_port)
     finally:
         up.stop(signal.SIGKILL)
+
+
+def child_running(up: Process, command: str) -> int:
+    """The pid of up's child running `mini-n8n <command>`."""
+    for task in Path(f"/proc/{up.pid}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            if argv[-2:] == [b"mini_n8n.cli", command.encode()]:
+                return int(pid)
+    raise AssertionError(f"up runs no {command}")
+
+
+def test_up_restarts_a_worker_that_died_says_why_and_the_next_chat_is_answered(tmp_path):
+    port = free_port()
+    up = start_up(tmp_path, port)
+    try:
+        worker = child_running(up, "worker")
+        os.kill(worker, signal.SIGKILL)
+        up.wait_for_line(f"the worker (pid {worker}) was killed by SIGKILL; restarting it")
+        up.wait_for_line("the worker was restarted (pid ")
+        assert child_running(up, "worker") != worker
+        reply = stream_chat(f"http://127.0.0.1:{port}{CHAT}", "What is 19 * 23?", "restarted")
+        assert reply.text() == "Based on the tools: Calculator returned 437."
+        stop_up(up)
+    finally:
+        up.stop(signal.SIGKILL)
+
+
+def test_a_process_that_keeps_dying_soon_after_its_start_is_restarted_after_longer_pauses(capsys):
+    now = [0.0]
+    watched = Supervised("job", lambda: subprocess.Popen(["false"]), clock=lambda: now[0])
+    pauses = []
+    for _ in range(4):
+        watched.process.wait()
+        watched.check()  # noticed: restarted at once, or later
+        pauses.append(watched.restart_at - now[0] if watched.restart_at is not None else 0.0)
+        if watched.restart_at is not None:
+            now[0] = watched.restart_at
+            watched.check()
+    assert pauses == [1.0, 2.0, 4.0, 8.0]
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("mini-n8n: the job (pid ")
+    assert said[0].endswith(") exited with code 1; restarting it in 1 s")
+    assert said[1].startswith("mini-n8n: the job was restarted (pid ")
+
+
+def test_a_process_that_ran_a_while_before_dying_is_restarted_at_once(capsys):
+    now = [0.0]
+    watched = Supervised("job", lambda: subprocess.Popen(["true"]), clock=lambda: now[0])
+    watched.process.wait()
+    now[0] = 60.0
+    watched.check()
+    assert watched.restart_at is None and watched.started == 60.0
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].endswith(") exited with code 0; restarting it")
+    watched.process.wait()
 
 
 def test_up_twice_keeps_its_redis_and_key_and_the_cli_finds_them(tmp_path):

@@ -12,18 +12,16 @@ here, and only a process that sends or runs tasks needs Celery.
 
 from __future__ import annotations
 
-import base64
 import logging
-import os
-import socket
 import threading
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
-
-from core import heap, jsontext, logs
+from core import heap, logs
 from core.settings import Settings
+
+# The api's own task message lives with the other library internals (worker/library_internals.py).
+from worker.library_internals import TASK_NAME, shortcuts_on
+from worker.library_internals import redis_message as redis_message
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -31,19 +29,14 @@ if TYPE_CHECKING:
     from core.task import TaskPayload
     from worker.runtime import WorkerRuntime
 
-TASK_NAME = "mini_n8n.run_execution"
-# What Celery puts after a task's args and kwargs in its body (task protocol 2): no workflow.
-_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-_ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
-
 
 def create_celery(settings: Settings | None = None) -> Celery:
     """The app and its task; no signal handlers (see connect_worker_signals)."""
     from celery import Celery
 
-    from worker import broker
+    from worker import library_internals
 
-    broker.install()
+    library_internals.install_broker_client()
     settings = settings or Settings.from_env()
     app = Celery("mini_n8n", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
@@ -69,6 +62,9 @@ def create_celery(settings: Settings | None = None) -> Celery:
         # 100 ms before its worker took it, about 10 tasks per second per worker. A dead peer is
         # still noticed: py-amqp's sockets keep TCP keepalive and TCP_USER_TIMEOUT on.
         broker_heartbeat=0,
+        # Celery's coming default, said now so a lost connection logs no deprecation warning: it
+        # cancels only acks_late tasks on connection loss, and ours acknowledge as they start.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     app.settings = settings
     app.runtime = None
@@ -76,7 +72,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
     # Not shared: a shared task joins every app built later in the process, still bound to
     # the app (and runtime) that defined it first.
-    @app.task(name=TASK_NAME, shared=False, Strategy="worker.task_strategy:lean")
+    @app.task(name=TASK_NAME, shared=False, Strategy="worker.library_internals:strategy")
     def run_execution(payload: dict) -> str:
         # The task id is the execution id (api/launcher.py); the record says so too, and is
         # what an older message without that id carries.
@@ -91,6 +87,9 @@ def connect_worker_signals(app: Celery) -> None:
     signals are process-wide, and the api's producer app has no worker to follow."""
     from celery import signals
 
+    link = BrokerLink()
+    app.steps["consumer"].add(link.step())
+
     def ready(**_):
         # The task's (disabled) result backend, built once: Celery keeps the app's per thread,
         # which under gevent is per greenlet, so every task built and looked one up anew.
@@ -100,6 +99,7 @@ def connect_worker_signals(app: Celery) -> None:
         # executions of lost workers, and watch over this worker's own shutdown. Then /metrics.
         runtime(app).warm()
         runtime(app).start_background()
+        readiness(app, link)
         runtime(app).serve_metrics()
         heap.settle()
 
@@ -117,6 +117,45 @@ def connect_worker_signals(app: Celery) -> None:
     signals.worker_ready.connect(ready, weak=False)
     signals.worker_shutting_down.connect(shutting_down, weak=False)
     signals.worker_shutdown.connect(shut_down, weak=False)
+
+
+class BrokerLink:
+    """Whether this worker's Celery consumer is connected to the broker and consuming: a consumer
+    bootstep (Celery's extension point) started once it is, and stopped when the connection is
+    lost (the consumer restarts its steps) or the worker stops."""
+
+    def __init__(self) -> None:
+        self.connected = False
+
+    def step(self) -> type:
+        from celery import bootsteps
+
+        link = self
+
+        class Linked(bootsteps.StartStopStep):
+            requires = ("celery.worker.consumer.tasks:Tasks",)
+
+            def start(self, c) -> None:
+                link.connected = True
+
+            def stop(self, c) -> None:
+                link.connected = False
+
+            shutdown = stop
+
+        return Linked
+
+
+def readiness(app: Celery, link: BrokerLink) -> None:
+    """The worker's /readyz (worker/metrics.py): connected, and its lease heartbeat beating."""
+    from worker.metrics import Readiness
+
+    worker = runtime(app)
+    worker.metrics.readiness = Readiness(
+        connected=lambda: link.connected,
+        beats=lambda: worker.heartbeat.beats,
+        stale_after=app.settings.lease_seconds,
+    )
 
 
 MODULES_COMMAND = "mini_n8n_modules"
@@ -191,59 +230,12 @@ def runtime(app: Celery) -> WorkerRuntime:
 def writes_own_messages(settings: Settings) -> bool:
     """Whether the api writes an execution's task message itself (`redis_message`), in the
     transaction that records the execution: when the broker is the store's own Redis, as
-    `mini-n8n up` and compose run it. RabbitMQ, another Redis or a cluster go through Celery."""
+    `mini-n8n up` and compose run it, and the library shortcuts are on. RabbitMQ, another Redis
+    or a cluster go through Celery."""
     return (
         settings.executions_mode != "regular"
         and not settings.redis_cluster
         and settings.broker_url == settings.redis_url
         and settings.broker_url.startswith(("redis://", "rediss://"))
-    )
-
-
-def redis_message(payload: TaskPayload, queue: str) -> bytes:
-    """The message `send_execution` has kombu's Redis transport LPUSH onto the queue's list (a
-    task of priority 0, Celery's task protocol 2, its body base64 JSON), built in one pass. On
-    the api's hot path Celery's send built it with three JSON encodings and a Redis client per
-    publish, on a thread of its own (about a quarter of the api's CPU per message)."""
-    record = payload.record
-    body = jsontext.dumps_bytes([[payload.encode()], {}, _EMBED])
-    summary = f"[execution {record.id} of workflow {record.workflow_id}]"
-    headers: dict[str, Any] = {
-        "lang": "py",
-        "task": TASK_NAME,
-        "id": record.id,
-        "shadow": None,
-        "eta": None,
-        "expires": None,
-        "group": None,
-        "group_index": None,
-        "retries": 0,
-        "timelimit": [None, None],
-        "root_id": record.id,
-        "parent_id": None,
-        "argsrepr": summary,
-        "kwargsrepr": "{}",
-        "origin": _ORIGIN,
-        "ignore_result": None,
-        "replaced_task_nesting": 0,
-        "stamped_headers": None,
-        "stamps": {},
-    }
-    properties = {
-        "correlation_id": record.id,
-        "reply_to": "",
-        "delivery_mode": 2,
-        "delivery_info": {"exchange": "", "routing_key": queue},
-        "priority": 0,
-        "body_encoding": "base64",
-        "delivery_tag": str(uuid.uuid4()),
-    }
-    return orjson.dumps(
-        {
-            "body": base64.b64encode(body).decode("ascii"),
-            "content-encoding": "utf-8",
-            "content-type": "application/json",
-            "headers": headers,
-            "properties": properties,
-        }
+        and shortcuts_on()
     )

@@ -1,16 +1,22 @@
-"""A worker's Prometheus metrics (DESIGN section 4, Ops), served on its own port.
+"""A worker's Prometheus metrics (DESIGN section 4, Ops) and its health, served on its own port.
 
 A worker is one process (a gevent pool), so its metrics need no multiprocess mode: they live in
 a registry of their own, one per WorkerRuntime, served on MINI_N8N_WORKER_METRICS_PORT once the
-worker is ready. The engine knows nothing of them: it reports each model call through
+worker is ready, beside `/healthz` (the process answers) and `/readyz` (it can do its job: see
+Readiness). The engine knows nothing of them: it reports each model call through
 `Services.on_model_call`, which the runtime points at `model_call`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
+import threading
 import time
-from wsgiref.simple_server import WSGIServer
+from collections.abc import Callable
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -18,7 +24,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     ProcessCollector,
-    start_http_server,
+    make_wsgi_app,
 )
 
 from core.clock import now_ms
@@ -72,6 +78,8 @@ class WorkerMetrics:
             self.executions.labels(outcome)  # every outcome shows, at 0 until it happens
         for status in ("success", "error"):
             self.model_requests.labels(status)
+        # Why this worker cannot do its job (None: it can); set once the worker knows how to tell.
+        self.readiness: Callable[[], str | None] = lambda: None
 
     def claimed(self, record: ExecutionRecord) -> Claim:
         """An execution was claimed (`new -> running`): it runs until its Claim is closed."""
@@ -88,13 +96,82 @@ class WorkerMetrics:
             self.model_tokens.inc(tokens)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> WSGIServer:
-        """Serve these metrics (and the process's own) on `host:port`: loopback unless told
-        otherwise (compose names every interface, inside its own network); the server, to shut
-        down."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        """Serve these metrics (and the process's own), /healthz and /readyz on `host:port`:
+        loopback unless told otherwise (compose names every interface, inside its own network);
+        the server, to shut down."""
         ProcessCollector(registry=self.registry)
-        log.info("metrics on %s port %d (/metrics)", host, port)
+        server = make_server(host, port, self._app(), _server_class(host), _QuietHandler)
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        log.info("metrics on %s port %d (/metrics, /healthz, /readyz)", host, port)
         return server
+
+    def _app(self):
+        metrics = make_wsgi_app(self.registry)
+
+        def app(environ, start_response):
+            path = environ.get("PATH_INFO", "")
+            if path == "/healthz":
+                return _json(start_response, "200 OK", {"status": "ok"})
+            if path == "/readyz":
+                reason = self.readiness()
+                if reason is not None:
+                    body = {"status": "unavailable", "error": reason}
+                    return _json(start_response, "503 Service Unavailable", body)
+                return _json(start_response, "200 OK", {"status": "ok"})
+            return metrics(environ, start_response)
+
+        return app
+
+
+class Readiness:
+    """Whether a worker can do its job: its Celery consumer is connected to the broker (it takes
+    tasks) and its lease heartbeat beats (its executions are not declared lost). The heartbeat
+    counts its rounds; one that has not moved for `stale_after` seconds has stopped."""
+
+    def __init__(
+        self,
+        connected: Callable[[], bool],
+        beats: Callable[[], int],
+        stale_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._connected = connected
+        self._beats = beats
+        self._stale_after = stale_after
+        self._clock = clock
+        self._seen = beats()
+        self._moved_at = clock()
+
+    def __call__(self) -> str | None:
+        if not self._connected():
+            return "not connected to the broker"
+        beats, now = self._beats(), self._clock()
+        if beats != self._seen:
+            self._seen, self._moved_at = beats, now
+        if now - self._moved_at > self._stale_after:
+            return "its lease heartbeat has stopped"
+        return None
+
+
+def _json(start_response, status: str, body: dict) -> list[bytes]:
+    data = json.dumps(body).encode()
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    )
+    return [data]
+
+
+def _server_class(host: str) -> type[WSGIServer]:
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True  # a scrape never holds the process up
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    return Server
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:  # scrapes and probes: no line each
+        pass
 
 
 class Claim:

@@ -572,8 +572,11 @@ def dependency_wheels(cache: Path, python_version: str, deadline: Deadline, say=
     """Wheels of the project's dependencies and build backend for the image's Python (which is
     not necessarily the Python running the tests), downloaded on the host."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    requirements = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
-    key = hashlib.sha256(" ".join([python_version, *requirements]).encode()).hexdigest()[:12]
+    # The image installs the lock's exact versions (Dockerfile): those wheels, and the backend's.
+    lock = ROOT / "requirements" / "run.lock"
+    requirements = ["-r", str(lock), *pyproject["build-system"]["requires"]]
+    stated = [python_version, lock.read_text(), *requirements[2:]]
+    key = hashlib.sha256(" ".join(stated).encode()).hexdigest()[:12]
     done = cache / f"wheels-{python_version}-{key}"
     if done.is_dir():
         return done

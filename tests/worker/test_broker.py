@@ -1,15 +1,15 @@
-"""kombu's Redis channels keep one client each (worker/broker.py), and still carry messages."""
+"""kombu's Redis channels keep one client each (worker/library_internals.py), and still carry messages."""
 
 from __future__ import annotations
 
 from kombu import Connection
 
-from worker import broker
+from worker import library_internals
 
 
 def test_a_channel_reuses_its_client_until_its_pool_changes(redis_url, keys):
-    broker.install()
-    broker.install()  # idempotent
+    library_internals.install_broker_client()
+    library_internals.install_broker_client()  # idempotent
     with Connection(redis_url) as connection:
         channel = connection.default_channel
         with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
@@ -20,7 +20,7 @@ def test_a_channel_reuses_its_client_until_its_pool_changes(redis_url, keys):
 
 
 def test_messages_go_through_with_the_shared_client(redis_url, keys):
-    broker.install()
+    library_internals.install_broker_client()
     with Connection(redis_url) as connection:
         queue = connection.SimpleQueue(keys.prefix + "broker-test")
         for i in range(3):

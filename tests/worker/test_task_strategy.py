@@ -1,7 +1,8 @@
-"""The worker's short path for its task (worker/task_strategy.py) keeps what Celery's own gives
-the people who run it: `celery inspect` sees a running execution and counts it once done, its
-lines come in order, a revoked task is not run, and a message with Celery options the api never
-sets (a countdown) is handled by Celery's strategy as before. Real api, worker and Redis."""
+"""The worker's short path for its task (worker/library_internals.py) keeps what Celery's own
+gives the people who run it: `celery inspect` sees a running execution and counts it once done,
+its lines come in order, a revoked task is not run, and a message with Celery options the api
+never sets (a countdown) is handled by Celery's strategy as before. Each with the shortcuts on
+and off (Celery's own strategy and send_task): the same behaviour. Real api, worker and Redis."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from worker.celery_app import TASK_NAME, create_celery, redis_message
 TIMEOUT = 20.0
 
 
-@pytest.fixture(scope="module")
-def deploy(redis_url):
-    with Deployment.running(redis_url) as deploy:
+@pytest.fixture(scope="module", params=["on", "off"], ids=["shortcuts on", "shortcuts off"])
+def deploy(redis_url, request):
+    with Deployment.running(redis_url, MINI_N8N_LIBRARY_SHORTCUTS=request.param) as deploy:
         yield deploy
 
 
