@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,8 @@ MAX_DEPTH = 64
 # Values one body may hold. Parsing costs about 0.1-0.3 us per value (dict keys the most), so a
 # body at the limit parses in well under 30 ms whatever its shape, and takes a few MB as objects.
 MAX_VALUES = 100_000
+# A body from this size on gives the loop a turn between its parse's steps (let_others_run).
+LARGE_BYTES = 1024 * 1024
 NOT_JSON = "The request body is not valid JSON"
 _SEPARATORS = (",", ":")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -126,16 +129,27 @@ def loads_request(data: bytes | str, max_values: int = MAX_VALUES) -> Any:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     # An upper bound of the values: every value but the first follows a comma or opens a
     # container. Commas and brackets inside strings count too, so this may over-count, never under.
-    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    # One pass over the bytes (three counts took two and a half times as long).
+    values = len(raw) - len(raw.translate(None, b",[{"))
+    let_others_run(raw)
     if values > max_values:
         raise TooManyValues(
             f"The JSON holds too many values (at most {max_values:,}; commas and brackets "
             "inside strings count too)"
         )
     value = _parse(raw)
+    let_others_run(raw)
     if _depth_exceeds(value, MAX_DEPTH):
         raise JSONTextError(f"The JSON is nested too deeply (at most {MAX_DEPTH} levels)")
     return value
+
+
+def let_others_run(raw: bytes) -> None:
+    """Between the steps of a large body's parse, a turn for the rest of the process: under
+    gevent's monkey-patching (the api) a sleep of 0 lets every ready greenlet run, so no step
+    of one large body holds the others (and /healthz) for the whole of it."""
+    if len(raw) >= LARGE_BYTES:
+        time.sleep(0)
 
 
 def _parse(raw: bytes) -> Any:
