@@ -171,6 +171,7 @@ class Launcher:
         if self.settings.executions_mode == "regular":
             return None
         text = jsontext.dumps_bytes(items)
+        jsontext.let_others_run(text)
         return text if len(text) > ITEMS_INLINE_BYTES else None
 
     def resume(self, record: ExecutionRecord, saved: dict[str, Any],

@@ -20,6 +20,7 @@ import redis
 from redis.cluster import ClusterPipeline, RedisCluster
 
 Client = redis.Redis | RedisCluster
+_JOIN_BYTES = 1024 * 1024
 
 
 def connect(url: str, cluster: bool = False, *, blocking_pool: int = 0, **options: Any) -> Any:
@@ -118,7 +119,12 @@ class Quick:
         pool = self.pool
         conn = pool.get_connection()
         try:
-            conn.send_packed_command([b"".join(p for c in commands for p in conn.pack_command(*c))])
+            packed = [p for c in commands for p in conn.pack_command(*c)]
+            # One write, joined; a large value (a request body) goes as the pieces redis-py
+            # packed it in, rather than copied into one more buffer of its size.
+            if sum(len(p) for p in packed) < _JOIN_BYTES:
+                packed = [b"".join(packed)]
+            conn.send_packed_command(packed)
             replies = []
             for _ in commands:
                 try:
