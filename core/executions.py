@@ -462,16 +462,15 @@ class ExecutionStore:
         Redis (worker/celery_app.py `redis_message`): the task is enqueued in the same
         transaction, so no execution is ever recorded without its task, nor the reverse.
         `join` (a conversation, responseNodes): if its session has an unfinished conversation
-        already, nothing is created and that one's id is answered (one Redis; a cluster's steps
-        cannot decide it with the create, and its callers look first). `route`: the route the
+        already, nothing is created and that one's id is answered (in a cluster, decided in the
+        step in the session's slot: core/session_line.py `enter`). `route`: the route the
         api remembered, checked in the same step; RouteChanged (nothing created) if stale.
         `channel`: the execution's events' channel, which must have a subscriber before the
         task is enqueued; NotSubscribed (nothing created) if it has none yet."""
         if self.cluster:
             if task is not None:
                 raise ValueError("a cluster cannot be the broker: its tasks go through Celery")
-            self._create_in_steps(record, items)
-            return None
+            return self._create_in_steps(record, items, join)
         execution_id = record.id
         line = self.lines.key(record)
         queue, message = task if task is not None else (self.keys.queued(), b"")
@@ -500,27 +499,40 @@ class ExecutionStore:
             raise NotSubscribed(channel)
         return None if created == 1 else _text(created)
 
-    def _create_in_steps(self, record: ExecutionRecord, items: bytes | None) -> None:
+    def _create_in_steps(
+        self, record: ExecutionRecord, items: bytes | None, join: bool
+    ) -> str | None:
         """`create` on a cluster: the record's slot first (a line's head with no record is
-        dropped as gone), then the indexes and the line, each in its own slot."""
+        dropped as gone), then its place in the session's line, in the line's slot, where a
+        conversation may find it is to join the session's unfinished one instead (then the
+        record goes again, and that one's id is answered), then the indexes."""
         execution_id = record.id
+        own_keys = [self.keys.execution(execution_id), self.keys.execution_queued(execution_id),
+                    self.keys.execution_items(execution_id)]  # fmt: skip
         own = self.client.pipeline(transaction=False)
-        own.set(self.keys.execution(execution_id), record.encode(), ex=self.ttl)
-        own.set(self.keys.execution_queued(execution_id), "1", px=self.queue_timeout_ms)
+        own.set(own_keys[0], record.encode(), ex=self.ttl)
+        own.set(own_keys[1], "1", px=self.queue_timeout_ms)
         if items is not None:
-            own.set(self.keys.execution_items(execution_id), items, ex=self.ttl)
+            own.set(own_keys[2], items, ex=self.ttl)
         own.execute()
+        line = self.lines.key(record)
+        if line:
+            joined = self.lines.enter(line, record, self.ttl, join, self._finished)
+            if joined is not None:
+                self.client.delete(*own_keys)  # one slot: the record never started
+                return joined
         own = self.client.pipeline(transaction=False)
         own.zadd(self.keys.queued(), {execution_id: now_ms() + self.queue_timeout_ms})
         own.zadd(self.keys.workflow_executions(record.workflow_id), {execution_id: now_ms()})
         own.expire(self.keys.workflow_executions(record.workflow_id), self.ttl)
         member = history_member(execution_id, record.workflow_id)
         own.zadd(self.keys.executions_history(), {member: now_ms()})
-        line = self.lines.key(record)
-        if line:
-            own.rpush(line, execution_id)
-            own.expire(line, self.ttl)
         own.execute()
+        return None
+
+    def _finished(self, execution_id: str) -> bool:
+        record = self.get(execution_id)
+        return record is None or record.finished
 
     def fail_start(self, record: ExecutionRecord, error: str) -> bool:
         """A `new` execution whose task could not be sent: failed at once (it would otherwise

@@ -43,6 +43,8 @@
 |                                  |         | first (core/retention.py)                                 |
 | executions:pruning               | STRING  | held by the worker pruning now; short TTL                 |
 | session:<workflowId>:<sessionId> | LIST    | executions of one chat session, in arrival order          |
+| session:<wf>:<sessionId>:conv... | STRING  | (cluster) the session's unfinished conversation           |
+|   ...ersation                    |         | (responseNodes), beside its line: a message joins it      |
 | worker:<workerId>                | STRING  | a worker's presence: its heartbeat connection and the     |
 |                                  |         | executions it holds; TTL = the lease (core/presence.py)   |
 | workers                          | ZSET    | worker ids, score = their last heartbeat (ms)             |
@@ -281,6 +283,12 @@ class Keys:
 
     def _workflows_space(self) -> str:
         return self.prefix + (_WORKFLOWS_TAG if self.cluster else "")
+
+
+def conversation_of(line: str) -> str:
+    """The unfinished conversation of a session's line, in the line's slot (a cluster's
+    `create` decides there whether a message joins it: core/session_line.py)."""
+    return f"{line}:conversation"
 
 
 def sent_of(channel: str) -> str:

@@ -12,11 +12,12 @@ reply, never an execution that would run beside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core import liveness
 from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, header
-from core.keys import Keys
+from core.keys import Keys, conversation_of
 from core.redis_clients import is_cluster
 
 # Whose turn it is in a line (one Redis): {1} when it is `id`'s, {0} when a live execution is
@@ -48,10 +49,28 @@ end
 _TURN = LUA_TURN + "return turn_of(KEYS[1], ARGV[1], 2)\n"
 
 # Leave the line; the new head, if any, is whose turn it is now (cluster: the wake-up follows).
-# KEYS: the line. ARGV: execution id
+# A conversation that ends is the session's unfinished one no more.
+# KEYS: the line, its conversation. ARGV: execution id
 _LEAVE = """
 redis.call('LREM', KEYS[1], 1, ARGV[1])
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return redis.call('LINDEX', KEYS[1], 0)
+"""
+
+# Take a place in the line (a cluster's create; on one Redis the create's own script does it).
+# With `join`, a conversation whose session holds an unfinished one is not started: that one's
+# id is answered instead, unless it is the one the caller found finished (then it is replaced).
+# KEYS: the line, its conversation. ARGV: execution id, ttl s, a conversation (1/0), join (1/0),
+# the conversation found finished ('' = none)
+_ENTER = """
+if ARGV[4] == '1' then
+  local current = redis.call('GET', KEYS[2])
+  if current and current ~= ARGV[5] then return current end
+end
+if ARGV[3] == '1' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
 """
 
 # Drop the head of a line if it is still the one found ended.
@@ -76,9 +95,10 @@ class SessionLine:
         self._turn = client.register_script(_TURN)
         self._leave = client.register_script(_LEAVE)
         self._drop_head = client.register_script(_DROP_HEAD)
+        self._enter = client.register_script(_ENTER)
 
     def load_scripts(self) -> None:
-        scripts = (self._leave, self._drop_head) if self.cluster else (self._turn,)
+        scripts = (self._leave, self._drop_head, self._enter) if self.cluster else (self._turn,)
         for script in scripts:
             self.client.script_load(script.script)
 
@@ -128,10 +148,35 @@ class SessionLine:
         """Block until woken by the execution ahead, or `timeout` passes."""
         self.client.blpop([self.keys.execution_turn(execution_id)], timeout=max(timeout, 0.01))
 
+    def enter(
+        self,
+        line: str,
+        record: ExecutionRecord,
+        ttl: int,
+        join: bool,
+        finished: Callable[[str], bool],
+    ) -> str | None:
+        """Take the record's place in its line (a cluster's create, in the line's slot): None,
+        or, with `join`, the id of the session's unfinished conversation it is to join
+        (`finished(id)` says whether one found there has ended meanwhile)."""
+        conversation = int(record.response_mode == "responseNodes")
+        ended = ""
+        while True:
+            answer = self._enter(
+                keys=[line, conversation_of(line)],
+                args=[record.id, ttl, conversation, int(join), ended],
+            )
+            if answer == 1:
+                return None
+            current = answer.decode() if isinstance(answer, bytes) else str(answer)
+            if not finished(current):
+                return current
+            ended = current
+
     def leave(self, line: str, execution_id: str) -> None:
         """Leave the line and wake its new head (a cluster's second step of an end; on one
         Redis the end's own script does this)."""
-        head = self._leave(keys=[line], args=[execution_id])
+        head = self._leave(keys=[line, conversation_of(line)], args=[execution_id])
         if head:
             pipe = self.client.pipeline(transaction=True)  # one slot: the head's turn key
             pipe.rpush(self.keys.execution_turn(head), "1")

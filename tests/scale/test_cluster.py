@@ -353,3 +353,38 @@ def test_the_history_is_pruned_and_unsaved_ends_retired_in_steps_of_one_slot(clu
     history = client.zrange(keys.executions_history(), 0, -1)
     assert [m.split(" ")[0] for m in history] == ["e3", "e4"]
     assert not client.exists(keys.execution("e0")) and client.ttl(keys.execution("e5")) <= 120
+
+
+def test_on_the_cluster_a_message_for_a_session_with_an_unfinished_conversation_joins_it(cluster):
+    """The look and the create are one step in the session's slot: a second conversation for
+    the session is not started while one is unfinished, whichever api asks; once it ended,
+    the next message starts the next one."""
+    client = RedisCluster.from_url(cluster.url, decode_responses=True)
+    keys = Keys(prefix=f"join{uuid.uuid4().hex[:6]}:", cluster=True)
+    store = ExecutionStore(client, keys)
+
+    def conversation(execution_id: str) -> ExecutionRecord:
+        return ExecutionRecord(execution_id, "w1", session_id="s1", created_at=now_ms(),
+                               queued_at=now_ms(), response_mode="responseNodes")  # fmt: skip
+
+    first = conversation("c1")
+    assert store.create(first, join=True) is None
+    assert store.create(conversation("c2"), join=True) == "c1"
+    assert not client.exists(keys.execution("c2"))  # not started: it is c1's reply
+    assert client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["c1"]
+    running = first.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(first, running)
+    assert store.finish(running, running.next(status=Status.SUCCESS), "").written
+    assert store.create(conversation("c3"), join=True) is None
+    assert client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["c3"]
+
+
+def test_on_the_cluster_a_conversation_found_ended_is_not_joined(cluster):
+    client = RedisCluster.from_url(cluster.url, decode_responses=True)
+    keys = Keys(prefix=f"join{uuid.uuid4().hex[:6]}:", cluster=True)
+    store = ExecutionStore(client, keys)
+    record = ExecutionRecord("c1", "w1", session_id="s1", response_mode="responseNodes")
+    assert store.create(record, join=True) is None
+    client.delete(keys.execution("c1"))  # its record expired: the conversation is over
+    later = ExecutionRecord("c2", "w1", session_id="s1", response_mode="responseNodes")
+    assert store.create(later, join=True) is None
