@@ -46,7 +46,7 @@ from core.jsontext import dumps
 from core.keys import Keys, history_member
 from core.liveness import Verdict
 from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
-from core.redis_clients import is_cluster, publish_command, script
+from core.redis_clients import IN_FLIGHT, is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
 
@@ -151,14 +151,15 @@ local function claim_it()
   return 1 + redis.call('EXISTS', KEYS[4])
 end
 """
-_CLAIM = _HEADER + _CLAIM_IT + "return claim_it()\n"
+_CLAIM = IN_FLIGHT + _HEADER + _CLAIM_IT + "return claim_it()\n"
 
 # The claim, if it is the execution's turn in its session's line (one Redis): {1, what the
 # claim answered}, else {0, the lost head ahead or ''}. What a worker did in two steps.
 # KEYS: as the claim's (indexes included), then the line
 # ARGV: as the claim's, then the halves around an id of the keys the turn reads
 _CLAIM_AT_TURN = (
-    _HEADER
+    IN_FLIGHT
+    + _HEADER
     + LUA_TURN
     + _CLAIM_IT
     + """
@@ -184,7 +185,8 @@ return {1, claim_it()}
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
 _END = (
-    _HEADER
+    IN_FLIGHT
+    + _HEADER
     + liveness.LUA_JUDGE
     + _LEAVE_LINE
     + LUA_WRITE_TURNS
@@ -284,7 +286,8 @@ return reply
 #       the last KEYS), the turns (core/memory_turns.py): written with the reply taken or the
 #       wait recorded, once (a retry answers from the taken mark or the waiting record)
 _PAUSE = (
-    _HEADER
+    IN_FLIGHT
+    + _HEADER
     + LUA_WRITE_TURNS
     + """
 local raw = redis.call('GET', KEYS[1])

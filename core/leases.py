@@ -16,7 +16,7 @@ from core.clock import now_ms
 from core.execution_record import LUA_HEADER
 from core.keys import Keys
 from core.presence import Owner, Presence
-from core.redis_clients import is_cluster
+from core.redis_clients import IN_FLIGHT, is_cluster
 
 # A lease is renewed only while its execution is still this worker's: `running` under this
 # worker's claim, or `new` with the lease this worker took to hold it for its session's turn.
@@ -25,7 +25,7 @@ from core.redis_clients import is_cluster
 # with nothing to load first. A lease's value is its token, then `@` and the name of the
 # connection that renews it (core/presence.py): renewed, it names today's connection.
 # KEYS: record, lease; ARGV: token, lease ms, the lease's value
-_RENEW = f"""
+_RENEW = IN_FLIGHT + f"""
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim  -- rev unused
 if raw then status, rev, claim = string.match(raw, '{LUA_HEADER}') end

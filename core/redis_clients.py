@@ -20,6 +20,11 @@ import redis
 from redis.cluster import ClusterPipeline, RedisCluster
 
 Client = redis.Redis | RedisCluster
+# The first line of a script that carries work in flight to its end (a claim, a lease's renewal,
+# a wait, an end): Redis runs it even when full (maxmemory, noeviction), where it refuses every
+# script that starts new work (a create, a reply). So a full Redis stops new chats at the door
+# (503) while the ones running finish, rather than strand them half done. (Redis 7's flags.)
+IN_FLIGHT = "#!lua flags=allow-oom\n"
 _JOIN_BYTES = 1024 * 1024
 
 

@@ -1,7 +1,7 @@
 """Redis holds a bounded history, and says so when it is full: a chat whose successful runs are
 not saved keeps its memory and only a short-lived record; a Redis at its `maxmemory`
 (noeviction, as compose sets it) gets every door answered 503 with the reason and Retry-After
-(a chat socket: an error frame), and a worker whose end it refuses ends the stream saying why.
+(a chat socket: an error frame), while the chats already running finish.
 A deployment on a valkey of this module's own, whose maxmemory the tests set."""
 
 from __future__ import annotations
@@ -137,18 +137,21 @@ def streamed_while_full(deploy, workflow: dict, session: str):
     return result["reply"]
 
 
-def test_a_worker_whose_end_redis_refuses_ends_the_stream_saying_redis_is_full(deploy):
+def test_a_chat_running_when_redis_fills_up_finishes_and_its_end_is_written(deploy):
+    """A full Redis stops new work at the door, not the work in flight: the claim, the leases'
+    renewals, the wait and the end run even past maxmemory (core/redis_clients.py IN_FLIGHT)."""
     workflow = deploy.activate(fresh_ids(with_model_delay(example(SIMPLE_CHAT), 300)))
-    reply = streamed_while_full(deploy, workflow, "refused-end")
+    reply = streamed_while_full(deploy, workflow, "full-end")
     assert reply.text() == "Nice to meet you, Grace!"
-    assert reply.types()[-1] == "error"
-    assert reply.chunks[-1]["content"] == REDIS_FULL
+    assert reply.types()[-1] == "end"
+    assert deploy.execution(reply.headers["x-execution-id"])["status"] == "success"
 
 
-def test_a_memory_turn_redis_refuses_with_the_end_ends_the_stream_saying_redis_is_full(deploy):
+def test_a_redis_memory_turn_is_written_with_the_end_though_redis_filled_up(deploy):
     workflow = deploy.activate(fresh_ids(with_model_delay(example(REDIS_CHAT), 300)))
-    reply = streamed_while_full(deploy, workflow, "refused-memory")
-    assert reply.text() == "Nice to meet you, Grace!"
-    assert reply.types()[-1] == "error"
-    assert reply.chunks[-1]["content"] == REDIS_FULL  # not Redis' words
-    assert deploy.redis.lrange(deploy.keys.chat("refused-memory"), 0, -1) == []
+    reply = streamed_while_full(deploy, workflow, "full-memory")
+    assert reply.types()[-1] == "end"
+    assert deploy.execution(reply.headers["x-execution-id"])["status"] == "success"
+    turn = deploy.chat_list("full-memory")
+    assert [m["type"] for m in turn] == ["ai", "human"]
+    assert turn[0]["data"]["content"] == reply.text()
