@@ -45,7 +45,7 @@ from core.execution_record import LUA_HEADER, ExecutionRecord, RecordError, Stat
 from core.jsontext import dumps
 from core.keys import Keys, history_member
 from core.liveness import Verdict
-from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, script_args
+from core.memory_turns import LUA_WRITE_TURNS, TurnWrite, append_turns
 from core.redis_clients import IN_FLIGHT, is_cluster, publish_command, script
 from core.results import FinalResult
 from core.session_line import LUA_TURN, SessionLine, Turn
@@ -665,13 +665,7 @@ class ExecutionStore:
         deadline = "" if waiting.wait_till is None else waiting.wait_till
         args = [running.claim, waiting.encode(), self.ttl, resume_state, deadline, execution_id,
                 running.rev, attempt, ""]  # fmt: skip
-        if turns:
-            if self.cluster:
-                raise ValueError("memory turns cannot join a wait's step in a cluster")
-            turn_keys, turn_args = script_args(turns)
-            args[-1] = len(keys) + 1
-            keys += turn_keys
-            args += turn_args
+        append_turns(keys, args, turns, self.cluster)
         if self.cluster and waiting.wait_till is not None:
             # Before the wait is recorded: a wait whose deadline nobody knows would last forever.
             self.client.zadd(self.keys.waiting(), {execution_id: waiting.wait_till})
@@ -821,13 +815,7 @@ class ExecutionStore:
             "" if successor is None else history_member(successor.id, successor.workflow_id),
             "",
         ]
-        if turns:
-            if self.cluster:
-                raise ValueError("memory turns cannot join an end step in a cluster")
-            turn_keys, turn_args = script_args(turns)
-            args[-1] = len(keys) + 1
-            keys += turn_keys
-            args += turn_args
+        append_turns(keys, args, turns, self.cluster)
         outcome, started, *leftovers = self._end(keys=keys, args=args)
         if outcome == "ok" and self.cluster:
             pipe = self.client.pipeline(transaction=False)

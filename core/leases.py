@@ -25,7 +25,9 @@ from core.redis_clients import IN_FLIGHT, is_cluster
 # with nothing to load first. A lease's value is its token, then `@` and the name of the
 # connection that renews it (core/presence.py): renewed, it names today's connection.
 # KEYS: record, lease; ARGV: token, lease ms, the lease's value
-_RENEW = IN_FLIGHT + f"""
+_RENEW = (
+    IN_FLIGHT
+    + f"""
 local raw = redis.call('GET', KEYS[1])
 local status, rev, claim  -- rev unused
 if raw then status, rev, claim = string.match(raw, '{LUA_HEADER}') end
@@ -40,6 +42,7 @@ if held and (held == ARGV[1] or string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. 
 end
 return 0
 """
+)
 
 
 class LeaseStore:

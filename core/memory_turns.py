@@ -30,10 +30,15 @@ class TurnWrite:
     ttl_seconds: int
 
 
-def script_args(turns: Sequence[TurnWrite]) -> tuple[list[str], list[str | int]]:
-    """The KEYS to append (one per turn) and the ARGV to append, as LUA_WRITE_TURNS reads them."""
-    keys = [t.key for t in turns]
-    args: list[str | int] = []
+def append_turns(keys: list, args: list, turns: Sequence[TurnWrite], cluster: bool) -> None:
+    """Append the turns to a step's KEYS (one key each) and ARGV, as LUA_WRITE_TURNS reads them;
+    the last ARGV, '' until now, becomes where their keys begin. One Redis only: in a cluster
+    a session's memory is another slot than the execution's."""
+    if not turns:
+        return
+    if cluster:
+        raise ValueError("memory turns cannot join an execution's step in a cluster")
+    args[-1] = len(keys) + 1
+    keys += [t.key for t in turns]
     for turn in turns:
         args += [turn.ttl_seconds, len(turn.elements), *turn.elements]
-    return keys, args
