@@ -1,6 +1,6 @@
 """Redis goes away under a running deployment: requests get 503 with Retry-After (not a 500 and
-a traceback), a stream in flight ends with an error that names Redis, and once Redis is back
-the deployment serves again."""
+a traceback), a stream in flight ends with an error that names Redis once the outage outlasts
+MINI_N8N_REDIS_OUTAGE, and once Redis is back the deployment serves again."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from tests.workflows import REDIS_CHAT, example, with_model_delay
 def outage():
     """A deployment on a Redis of its own, which the test may stop and start again."""
     server = EmbeddedRedis().start()
-    deploy = Deployment(server.url, MINI_N8N_KEEPALIVE_SECONDS="1", MINI_N8N_LEASE_SECONDS="2")
+    # A stream waits out a Redis outage (its connection is made again) for MINI_N8N_REDIS_OUTAGE,
+    # then says so: short here.
+    deploy = Deployment(server.url, MINI_N8N_KEEPALIVE_SECONDS="1", MINI_N8N_LEASE_SECONDS="2",
+                        MINI_N8N_REDIS_OUTAGE="5")  # fmt: skip
     try:
         deploy.base = deploy.start_api()
         deploy.worker = deploy.start_worker()
