@@ -119,6 +119,11 @@ class Conversation:
             reply(self.ws, self.session, text)
         self.read_on()
 
+    def see_the_socket_close(self) -> None:
+        """Wait until the client has seen its socket close (its server was killed), as the
+        widget sees the close before its user's next message goes out on a new socket."""
+        wait_until(self._closed, self.checker.bound, f"{_who(self.told)}: its socket to close")
+
     def read_on(self) -> None:
         """Read what follows, in a thread, until the socket closes."""
         self.told.client = threading.Thread(target=self._read_to_the_end, daemon=True)

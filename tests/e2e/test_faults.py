@@ -113,6 +113,8 @@ def test_a_fault_while_a_chat_node_waits(bed, fault):
     # A waiting execution holds no worker: the one that ran it to the wait is killed.
     at = time.monotonic()
     _inject(bed, fault, conversation.told.execution_id)
+    if fault == "api killed":  # else a reply can go out on the socket before the client saw it cut
+        conversation.see_the_socket_close()
     conversation.reply(f"my name is {name()}")
     _check(bed, checker, fault, at)
     assert conversation.told.outcome == "end"

@@ -40,18 +40,7 @@ def test_the_chat_panel_shows_chat_node_messages_and_answers_a_waiting_node(depl
         lambda: deployment.execution(execution_id)["status"] == "waiting", 10, "the run to wait"
     )
 
-    # The reply's own answer is held until the resumed run has finished, so its next message
-    # reaches the page over push first (the order a busy machine can produce).
-    def hold_until_finished(route):
-        response = route.fetch()
-        wait_until(
-            lambda: deployment.execution(execution_id)["status"] == "success",
-            10,
-            "the resumed run to finish",
-        )
-        route.fulfill(response=response)
-
-    page.route("**/rest/workflows/*/chat", hold_until_finished)
+    page.route("**/rest/workflows/*/chat", _held_until_finished(deployment, execution_id))
     page.fill("#chat-input", "Ada")
     page.press("#chat-input", "Enter")
     answer = page.locator(".message.bot").nth(1)
@@ -65,6 +54,23 @@ def test_the_chat_panel_shows_chat_node_messages_and_answers_a_waiting_node(depl
     assert record["status"] == "success"
     assert record["runData"]["Ask name"][0]["data"]["main"][0][0]["json"]["chatInput"] == "Ada"
     assert deployment.redis.zcard(deployment.keys.workflow_executions(workflow["id"])) == 1
+
+
+def _held_until_finished(deployment, execution_id: str):
+    """A route handler: the reply's (or click's) own answer is held until the resumed run has
+    finished, so its next message reaches the page over push first (the order a busy machine
+    can produce)."""
+
+    def hold(route):
+        response = route.fetch()
+        wait_until(
+            lambda: deployment.execution(execution_id)["status"] == "success",
+            10,
+            "the resumed run to finish",
+        )
+        route.fulfill(response=response)
+
+    return hold
 
 
 def test_a_wait_that_expires_goes_on_without_a_reply_in_the_panel(deployment, new_tab):
@@ -108,14 +114,15 @@ def test_the_chat_panel_shows_an_approval_s_buttons_and_a_click_resumes_the_run(
     question = bots.nth(2)
     expect(question.locator(".text")).to_have_text("Shall I remember Ada?", timeout=TIMEOUT_MS)
     expect(question.locator("button")).to_have_text(["Yes", "No"])
+    execution_id = str(bots.nth(0).get_attribute("data-execution-id"))
+    page.route("**/webhook-waiting/**", _held_until_finished(deployment, execution_id))
     question.locator("button", has_text="Yes").click()
     expect(bots.nth(3)).to_have_text("Remembered Ada.", timeout=TIMEOUT_MS)
-    expect(question.locator("button")).to_have_text(["Yes"])
+    expect(question.locator("button")).to_have_text(["Yes"])  # the click's answer came
     expect(page.locator("#execution-state")).to_have_attribute(
         "data-state", "success", timeout=TIMEOUT_MS
     )
-    expect(bots).to_have_count(4)
-    execution_id = bots.nth(0).get_attribute("data-execution-id")
+    expect(bots).to_have_count(4)  # no empty bubble left by the late answer
     confirm = deployment.execution(execution_id)["runData"]["Confirm"][0]["data"]["main"][0][0]
     assert confirm["json"]["data"]["approved"] is True
 

@@ -165,23 +165,40 @@ export class ChatPanel {
         onclick: async () => {
           if (row.dataset.clicked) return;
           row.dataset.clicked = "pending";
+          // Before the request: the resumed run's next message can come over push before its
+          // answer does, and must land in the new bubble, not be taken for an expired wait.
+          const next = this.answered(conversation, bubble);
           const response = await fetch(String(button.link)).catch((err) => ({ ok: false, err }));
           if (!response.ok) {
             delete row.dataset.clicked;
+            this.stillWaiting(conversation, bubble, next);
             bubble.li.dataset.buttonError = response.err ? response.err.message : String(response.status);
             return;
           }
           row.dataset.clicked = "true";
           b.disabled = true;
           for (const other of [...row.children]) if (other !== b) other.remove();
-          if (this.conversation === conversation) this.conversation = null;
-          delete bubble.li.dataset.waiting;
-          conversation.bubble = this.botBubble();
         },
       });
       row.append(b);
     }
     bubble.li.append(row);
+  }
+
+  answered(conversation, bubble) {
+    if (this.conversation === conversation) this.conversation = null;
+    delete bubble.li.dataset.waiting;
+    conversation.bubble = this.botBubble();
+    return conversation.bubble;
+  }
+
+  // The click did not reach the run: its question waits again, and the empty bubble goes.
+  stillWaiting(conversation, bubble, next) {
+    if (conversation.bubble !== next || next.received) return; // the run went on regardless
+    next.li.remove();
+    bubble.li.dataset.waiting = "true";
+    conversation.bubble = bubble;
+    this.conversation = conversation;
   }
 
   onChunk(bubble, chunk) {
