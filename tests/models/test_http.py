@@ -1,4 +1,4 @@
-"""The model call's own HTTP/1.1 (engine/model_http.py) against servers that answer as scripted,
+"""The model call's own HTTP/1.1 (models/http.py) against servers that answer as scripted,
 byte for byte: the body's framings, compression, kept connections that the server let go, and
 what a broken answer raises (httpx's exceptions, which the model call's messages are built
 from)."""
@@ -18,8 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import model_http
+from models import http as model_http
+from models import http_body
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.fast  # servers on threads of this process; no process of ours
 
 Answer = Callable[[socket.socket, bytes], bool]  # (connection, request) -> keep serving it
 
@@ -130,7 +133,7 @@ def body_of(connections: model_http.Connections, url: str, request: bytes = b"{}
 def test_a_chunked_body_is_the_same_however_the_network_splits_it(pieces, cuts):
     framed = b"%x;ext=1\r\n%s\r\n" % (len(pieces[0]), pieces[0]) + chunked(*pieces[1:])
     framed = framed[:-2] + b"Trailer-Field: x\r\n\r\n"  # a trailer before the end, as allowed
-    decoder, out, at = model_http._Chunked(), [], 0
+    decoder, out, at = http_body.Chunked(), [], 0
     for cut in cuts:
         out.append(decoder.feed(framed[at : at + cut]))
         at += cut
@@ -142,12 +145,12 @@ def test_a_chunked_body_is_the_same_however_the_network_splits_it(pieces, cuts):
 @pytest.mark.parametrize("size", [b"zz", b"", b"-1", b"1" * 17])
 def test_a_malformed_chunk_size_is_a_protocol_error(size):
     with pytest.raises(httpx.RemoteProtocolError):
-        model_http._Chunked().feed(size + b"\r\nabc\r\n")
+        http_body.Chunked().feed(size + b"\r\nabc\r\n")
 
 
 def test_a_chunk_not_ended_by_crlf_is_a_protocol_error():
     with pytest.raises(httpx.RemoteProtocolError):
-        model_http._Chunked().feed(b"3\r\nabcXX")
+        http_body.Chunked().feed(b"3\r\nabcXX")
 
 
 def test_bodies_framed_by_chunks_by_length_and_by_the_connections_end():
