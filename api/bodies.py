@@ -40,7 +40,8 @@ from flask import Flask, Request, current_app, g, request
 from api.admission import ByteBudget, Held, overloaded
 from api.errors import ApiError
 from core.jsontext import JSONTextError, loads_request
-from worker.greenlets import gevent_patched, pause
+from runtime.patching import gevent_patched
+from runtime.timers import pause
 
 KIB, MIB = 1024, 1024 * 1024
 # What a urlencoded form may hold: fields ("&") and escapes ("%", "+") cost about a microsecond

@@ -26,8 +26,8 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.redis import RedisMemory
 from memory.window import InProcessMemory
-from worker import greenlets
-from worker.cpu_clock import task_clock
+from runtime.cpu_clock import task_clock
+from runtime.timers import pause
 
 if TYPE_CHECKING:
     from core.credentials import CredentialStore
@@ -150,7 +150,7 @@ class ApiRuntime:
             redis_for_credential=self.redis_for_credential,
             cpu_seconds=self.settings.execution_cpu_seconds,  # regular mode runs them here
             cpu_clock=task_clock(),
-            pause=greenlets.pause,
+            pause=pause,
         )
 
     def celery(self):

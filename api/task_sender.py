@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 
 from core.task import TaskPayload
-from worker.greenlets import Background
+from runtime.background import Background
 
 
 class _Job:

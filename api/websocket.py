@@ -44,7 +44,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from api.admission import Held
 from api.bodies import SMALL_BODY_BYTES, Pace
-from worker.greenlets import gevent_patched
+from runtime.patching import gevent_patched
 
 if TYPE_CHECKING:
     from api.bodies import Intake

@@ -9,7 +9,7 @@ at most every PAUSE_SECONDS it checks the run's CPU time against its bound
 (MINI_N8N_EXECUTION_CPU_SECONDS) and lets the rest of the process run.
 
 The CPU time is read from the clock the runner lends (Services.cpu_clock): a thread's CPU time,
-or under gevent the calling greenlet's own (core/cpu_clock.py). Each run of an execution is
+or under gevent the calling greenlet's own (runtime/cpu_clock.py). Each run of an execution is
 bounded on its own: one that waits for a chat reply starts again when it resumes.
 """
 

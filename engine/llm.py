@@ -3,6 +3,9 @@
 A model sub-node's `supply_data` returns a `ChatModel`; a tool sub-node's returns a `Tool`; a
 memory sub-node's returns a `SessionMemory` (memory/base.py). The Agent records every call it
 makes through them as a run of that sub-node.
+
+A model that talks to a server is not built here: the engine does no I/O. Its node asks the
+`ChatModels` its runner lends (Services.chat_models; the clients live in models/).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from engine.model_settings import OpenAiSettings
 from memory.messages import ChatMessage
 
 TokenCallback = Callable[[str], None]
@@ -48,3 +52,14 @@ class Tool(Protocol):
     parameters: dict[str, Any]  # JSON schema of the arguments
 
     def call(self, args: dict[str, Any]) -> str: ...
+
+
+class ChatModels(Protocol):
+    """Builds the chat models that talk to a server (models/clients.py): the runner's, with its
+    connections, its way of reading a stream beside the execution, and its retries."""
+
+    def openai(
+        self, settings: OpenAiSettings, api_key: str, cancel: Cancellation | None = None
+    ) -> ChatModel:
+        """A client of an OpenAI-compatible endpoint; `cancel` as ChatModel.invoke's."""
+        ...

@@ -1,9 +1,11 @@
 """What the outside world lends an execution. The engine does no I/O of its own: whoever runs it
-(the CLI, a Celery worker, a test) builds a Services and hands it in."""
+(the CLI, a Celery worker, the api in regular mode, a test) builds a Services and hands it in,
+with the clients that do: a Redis client, the chat model clients (models/clients.py), and how to
+share the process (a pause, a CPU clock; runtime/ under gevent). tests/test_layout.py keeps the
+engine free of sockets, TLS, HTTP clients, Redis and gevent."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,26 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from core.credentials import CredentialStore
 from core.keys import Keys
+from engine.llm import ChatModels
 from memory.base import ChatMemory
 from memory.journal import Journal
 
 if TYPE_CHECKING:
     from redis import Redis
 
-# Runs a function in the background; returns how to interrupt it (a blocking read included).
-Spawn = Callable[[Callable[[], None]], Callable[[], None]]
-
 
 def let_others_run() -> None:
-    """A moment for other threads (a gevent runner lends its own: worker/greenlets.py)."""
+    """A moment for other threads (a gevent runner lends its own: runtime/timers.py)."""
     time.sleep(0)
-
-
-def spawn_thread(fn: Callable[[], None]) -> Callable[[], None]:
-    """A daemon thread. A thread cannot be interrupted: the returned stop does nothing, and the
-    function notices it is no longer wanted at its next step."""
-    threading.Thread(target=fn, daemon=True).start()
-    return lambda: None
 
 
 @dataclass
@@ -44,9 +37,10 @@ class Services:
     queue_mode: bool = False  # True on Celery workers: Simple Memory warns that it forgets
     # ref -> client for the Redis memory's own `redis` credential (core/redis_credentials.py)
     redis_for_credential: Callable[[Mapping[str, Any]], Redis] | None = None
-    # How a model's streaming read runs beside the execution; a gevent worker lends greenlets,
-    # which a stop can interrupt in the middle of a socket wait.
-    spawn: Spawn = spawn_thread
+    # Builds the clients of the model nodes that talk to a server (engine/llm.py ChatModels;
+    # models/clients.py). None: such a node fails with a message saying so. A gevent worker's
+    # read their streams in greenlets, which a stop interrupts in the middle of a socket wait.
+    chat_models: ChatModels | None = None
     # Told after each chat-model call the Agent makes: "success" or "error", and how many
     # tokens (streamed pieces) the model produced. A worker lends one that counts them.
     on_model_call: Callable[[str, int], None] | None = None
@@ -55,7 +49,7 @@ class Services:
     # MINI_N8N_EXECUTION_CPU_SECONDS.
     cpu_seconds: float | None = None
     # CPU seconds the calling thread has used; a gevent runner lends one that counts the
-    # calling greenlet only (core/cpu_clock.py), so other executions' work is not charged.
+    # calling greenlet only (runtime/cpu_clock.py), so other executions' work is not charged.
     cpu_clock: Callable[[], float] = time.thread_time
     # Called at checkpoints, at most every few milliseconds, so a run that computes lets the
     # rest of its process run.

@@ -17,6 +17,7 @@ from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
+from models.clients import ModelClients
 
 
 def run_file(
@@ -40,6 +41,7 @@ def run_file(
         credentials=_credentials(),
         keys=Keys.from_settings(settings or Settings.from_env()),
         simple_memory=InProcessMemory(),
+        chat_models=ModelClients(),  # streams read by threads: this process is not gevent's
         cpu_seconds=(settings or Settings.from_env()).execution_cpu_seconds,
     )
     hooks = Hooks().add_handler("sendChunk", write)

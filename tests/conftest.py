@@ -18,7 +18,7 @@ from mini_n8n.redis_server import scratch_redis
 TESTS = Path(__file__).resolve().parent
 # `make test-fast`: the packages' own tests, which start no process of ours (no api, worker,
 # browser or compose) and use only the session's Redis: under a minute.
-FAST_PACKAGES = ("core", "engine", "memory", "worker", "api")
+FAST_PACKAGES = ("core", "runtime", "engine", "memory", "worker", "api")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,5 +1,5 @@
-"""Packages import one way only (DESIGN section 2): a new import that points back up, or a web
-or queue framework in the engine, fails the build here."""
+"""Packages import one way only (DESIGN section 2): a new import that points back up, a web or
+queue framework in the engine, or I/O of its own in the engine, fails the build here."""
 
 from __future__ import annotations
 
@@ -10,27 +10,48 @@ ROOT = Path(__file__).resolve().parents[1]
 # What each package may import of ours. `mini_n8n` (the command line) is on top: nobody imports it.
 ALLOWED = {
     "core": set(),
+    "runtime": {"core"},
     "memory": {"core"},
     "engine": {"core", "memory"},
-    "worker": {"core", "engine", "memory"},
-    "api": {"core", "engine", "memory", "worker"},
-    "mini_n8n": {"core", "engine", "memory", "worker", "api"},
+    "models": {"core", "memory", "engine"},
+    "worker": {"core", "runtime", "engine", "memory", "models"},
+    "api": {"core", "runtime", "engine", "memory", "models", "worker"},
+    "mini_n8n": {"core", "runtime", "engine", "memory", "models", "worker", "api"},
 }
 FRAMEWORKS = {"flask", "werkzeug", "gunicorn", "gevent", "celery", "kombu"}
+# What does I/O or runs greenlets: the engine gets it lent (engine/services.py), never imports it.
+IO_MODULES = {"socket", "ssl", "select", "httpx", "httpcore", "redis", "gevent"}
 
 
-def imports(package: str) -> dict[str, set[str]]:
-    """Top-level module names each file of `package` imports (absolute imports)."""
+def imports(package: str, *, at_run_time: bool = False) -> dict[str, set[str]]:
+    """Top-level module names each file of `package` imports (absolute imports); `at_run_time`:
+    leaving out those under `if TYPE_CHECKING:`, which only a type checker reads."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        skipped = set()
+        if at_run_time:
+            skipped = {id(n) for block in _type_checking_blocks(tree) for n in ast.walk(block)}
         names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
         found[str(path.relative_to(ROOT))] = names
     return found
+
+
+def _type_checking_blocks(tree: ast.AST) -> list[ast.If]:
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name | ast.Attribute)
+        and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    ]
 
 
 def test_packages_import_only_the_packages_below_them():
@@ -49,5 +70,17 @@ def test_the_engine_memory_and_core_use_no_web_or_queue_framework():
         for package in ("core", "memory", "engine")
         for file, names in imports(package).items()
         for name in sorted(names & FRAMEWORKS)
+    ]
+    assert wrong == []
+
+
+def test_the_engine_does_no_io_of_its_own():
+    """Sockets, TLS, HTTP clients, Redis and gevent are lent to the engine (Services), so its
+    own tests run without a network, a Redis or gevent. A type named under TYPE_CHECKING is no
+    import at run time."""
+    wrong = [
+        f"{file} imports {name}"
+        for file, names in imports("engine", at_run_time=True).items()
+        for name in sorted(names & IO_MODULES)
     ]
     assert wrong == []

@@ -44,7 +44,7 @@ from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.run_data import Run
 from engine.services import Services
-from worker.greenlets import call_later
+from runtime.timers import call_later
 from worker.metrics import Claim, WorkerMetrics
 from worker.push import PushHooks
 from worker.run_memory import RunMemory

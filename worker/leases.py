@@ -36,7 +36,7 @@ from core.presence import Presence, reap_the_dead
 from core.pruning import prune_if_due
 from core.settings import Settings
 from core.waiting import WaitingStore
-from worker.greenlets import start_os_thread
+from runtime.spawn import start_os_thread
 from worker.stops import Stops
 
 log = logging.getLogger("mini_n8n.worker")

@@ -38,7 +38,7 @@ from core.redis_clients import Quick, publish, publish_command, script_sha
 from core.replay import PUBLISH_KEPT, REPLAY_SECONDS
 from core.results import FinalResult
 from core.retry import TRANSIENT
-from worker.greenlets import Background
+from runtime.background import Background
 
 log = logging.getLogger("mini_n8n.outbox")
 

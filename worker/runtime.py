@@ -31,8 +31,12 @@ from core.task import TaskPayload
 from core.waiting import WaitingStore
 from engine.services import Services
 from memory.window import InProcessMemory
-from worker import greenlets, warmup
-from worker.cpu_clock import task_clock
+from models.clients import ModelClients
+from runtime.cpu_clock import task_clock
+from runtime.patching import unpatched_poll
+from runtime.spawn import spawn
+from runtime.timers import pause
+from worker import warmup
 from worker.execution_run import ExecutionRunner
 from worker.leases import Heartbeat, Leases
 from worker.metrics import WorkerMetrics
@@ -67,8 +71,10 @@ class WorkerRuntime:
         self.presence = Presence(self.client, self.keys, settings.lease_seconds)
         self.outbox = outbox or Outbox(self.client)
         self.metrics = WorkerMetrics()
-        greenlets.use_unpatched_poll()
-        self.services = _services(self.client, self.keys, settings)
+        # Model streams read in greenlets a stop can interrupt; idle connections looked at with
+        # the C library's poll, which never takes a turn of gevent's loop.
+        self.models = ModelClients(spawn=spawn, poll=unpatched_poll())
+        self.services = _services(self.client, self.keys, settings, self.models)
         self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -104,9 +110,9 @@ class WorkerRuntime:
         return self.runner.run(payload)
 
     def warm(self) -> None:
-        """Warm start (issue 14): what the first execution would otherwise load, build or
+        """Warm start: what the first execution would otherwise load, build or
         connect, done before the worker takes a task (worker/warmup.py)."""
-        warmup.warm(self.store, self.services, self.runner.workflows)
+        warmup.warm(self.store, self.services, self.models, self.runner.workflows)
 
     def start_background(self) -> None:
         """Renew leases, reap lost executions and hear stop requests, from now on."""
@@ -169,17 +175,19 @@ class WorkerRuntime:
             self._metrics_server.server_close()
 
 
-def _services(client: redis.Redis, keys: Keys, settings: Settings) -> Services:
+def _services(
+    client: redis.Redis, keys: Keys, settings: Settings, models: ModelClients
+) -> Services:
     services = Services(
         redis=client,
         credentials=_credentials(),
         keys=keys,
         simple_memory=InProcessMemory(),
         queue_mode=True,
-        spawn=greenlets.spawn,
+        chat_models=models,
         cpu_seconds=settings.execution_cpu_seconds,
         cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
-        pause=greenlets.pause,
+        pause=pause,
     )
     # The Redis memory's `redis` credential (n8n exports always name one): its own server
     # if configured, else this deployment's Redis.

@@ -1,4 +1,4 @@
-"""Warm start (issue 14): what a worker's first execution would otherwise import, build or
+"""Warm start: what a worker's first execution would otherwise import, build or
 connect, done before the worker takes a task, so the first message after a start or a
 scale-up is about as fast as the rest.
 
@@ -26,6 +26,7 @@ from core.executions import ExecutionStore
 from core.workflow_snapshots import ref_of
 from core.workflow_store import WorkflowStore
 from engine.services import Services
+from models.clients import ModelClients
 from worker.workflow_cache import WorkflowCache
 
 log = logging.getLogger("mini_n8n.worker")
@@ -39,11 +40,12 @@ WAIT_SECONDS = 2.0
 MAX_PRELOADED = 200
 
 
-def warm(store: ExecutionStore, services: Services, workflows: WorkflowCache) -> None:
-    import engine.nodes  # noqa: F401  (every node type, and the model client under them)
-    from engine import openai_chat
+def warm(
+    store: ExecutionStore, services: Services, models: ModelClients, workflows: WorkflowCache
+) -> None:
+    import engine.nodes  # noqa: F401  (every node type)
 
-    openai_chat.warm()
+    models.warm()
     socket.getaddrinfo("localhost", 0)  # gevent's resolver starts its thread on first use
     try:
         store.load_scripts()
@@ -51,7 +53,7 @@ def warm(store: ExecutionStore, services: Services, workflows: WorkflowCache) ->
         preload_workflows(store, workflows)
     except redis.RedisError as err:  # connected and loaded on first use instead
         log.warning("Redis not warmed: %s", err)
-    endpoints = threading.Thread(target=warm_credentials, args=(services,), daemon=True)
+    endpoints = threading.Thread(target=warm_credentials, args=(services, models), daemon=True)
     endpoints.start()
     endpoints.join(WAIT_SECONDS)
 
@@ -82,7 +84,7 @@ def preload_workflows(store: ExecutionStore, workflows: WorkflowCache) -> None:
             log.info("workflow %s not preloaded: %s", raw.get("id"), type(err).__name__)
 
 
-def warm_credentials(services: Services) -> None:
+def warm_credentials(services: Services, models: ModelClients) -> None:
     """Build the client of every configured Redis memory and model credential, and connect it."""
     store = services.credentials
     if store is None:
@@ -90,15 +92,15 @@ def warm_credentials(services: Services) -> None:
     for entry in store.redacted():
         ref = {"id": entry["id"], "name": entry["name"]}
         try:
-            _warm_credential(services, entry["type"], ref)
+            _warm_credential(services, models, entry["type"], ref)
         except Exception as err:  # the execution that needs it reports it properly
             log.info("credential %r not warmed: %s", entry["name"], type(err).__name__)
 
 
-def _warm_credential(services: Services, type_name: str, ref: dict[str, Any]) -> None:
-    from engine import openai_chat
-
+def _warm_credential(
+    services: Services, models: ModelClients, type_name: str, ref: dict[str, Any]
+) -> None:
     if type_name == "redis" and services.redis_for_credential is not None:
         services.redis_for_credential(ref).ping()
     elif type_name == "openAiApi" and services.credentials is not None:
-        openai_chat.warm_endpoint(services.credentials.resolve(type_name, ref))
+        models.warm_endpoint(services.credentials.resolve(type_name, ref))

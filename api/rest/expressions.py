@@ -12,7 +12,7 @@ from api.runtime import runtime
 from engine.cpu import paced
 from engine.errors import ExpressionError
 from engine.preview import preview
-from worker.greenlets import pause
+from runtime.timers import pause
 
 
 @bp.post("/expressions/preview")

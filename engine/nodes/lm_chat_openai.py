@@ -1,8 +1,9 @@
 """OpenAI Chat Model (`@n8n/n8n-nodes-langchain.lmChatOpenAi`): any OpenAI-compatible endpoint
 (OpenAI, Ollama, vLLM...) as the Agent's model, with n8n's parameters and `openAiApi` credential.
 
-This file reads and checks the node's parameters and credential; the streaming client, its error
-messages and retries live in engine/openai_chat.py.
+This file reads and checks the node's parameters and credential into OpenAiSettings
+(engine/model_settings.py); the streaming client, its error messages and retries live in
+models/openai_chat.py, built by the factory the runner lends (Services.chat_models).
 
 `options.baseURL` sends the request, and so the credential's key, elsewhere than the credential's
 own URL: it is allowed only where the credential's "Allowed HTTP Request Domains" allow it, as
@@ -18,16 +19,16 @@ from typing import Any
 from core.credentials import CredentialError, ResolvedCredential, check_url
 from engine.description import CredentialSlot, NodeDescription, Property
 from engine.errors import NodeExecutionError, WorkflowValidationError
-from engine.node import NodeType, SupplyDataFunctions
-from engine.openai_chat import (  # noqa: F401  (OpenAiSettings: re-exported for callers)
+from engine.llm import ChatModel
+from engine.model_settings import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT_MS,
     LABEL,
-    OpenAiChatModel,
     OpenAiSettings,
 )
+from engine.node import NodeType, SupplyDataFunctions
 from engine.registry import register
 from engine.workflow import Node
 
@@ -96,8 +97,11 @@ class LmChatOpenAi(NodeType):
             except ValueError as err:
                 raise WorkflowValidationError(str(err), node=node.name) from None
 
-    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> OpenAiChatModel:
+    def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> ChatModel:
         label = ctx.node.name or LABEL
+        models = ctx.services.chat_models
+        if models is None:
+            raise NodeExecutionError(f"{label}: this runner lends no model clients")
         try:
             options = {k: _option(k, ctx.get_parameter(f"options.{k}")) for k in OPTION_NAMES}
         except ValueError as err:
@@ -118,12 +122,7 @@ class LmChatOpenAi(NodeType):
             label=label,
             organization=credential.get("organizationId") or None,
         )
-        return OpenAiChatModel(
-            settings,
-            str(credential.get("apiKey") or ""),
-            ctx.cancel,
-            ctx.services.spawn,
-        )
+        return models.openai(settings, str(credential.get("apiKey") or ""), ctx.cancel)
 
 
 def _base_url(credential: ResolvedCredential, option: str | None, label: str) -> str:

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
-from mini_n8n.redis_server import free_port
 from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example
 
 ANSWER_437 = "Based on the tools: Calculator returned 437."
@@ -29,10 +23,8 @@ def chat(workflow, services, message, session="s1", streaming=True):
 
 
 @pytest.fixture
-def redis_services(redis_url, keys):
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield Services(redis=client, keys=keys)
-    client.close()
+def redis_services(fake_redis, keys):
+    return Services(redis=fake_redis, keys=keys)
 
 
 def test_streams_the_calculator_answer_as_begin_items_end(redis_services):
@@ -126,14 +118,3 @@ def test_history_sits_between_system_message_and_this_turn(redis_services):
         ("ai", "Nice to meet you, Ada!"),
         ("human", "hello there"),
     ]
-
-
-def test_an_unreachable_redis_memory_fails_the_run_naming_redis_but_not_its_address(keys):
-    port = free_port()
-    client = redis.Redis(port=port, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
-    run, _ = chat(load_workflow(example(REDIS_CHAT)), Services(redis=client, keys=keys), "hi")
-    assert run.status == "error"
-    assert "Redis is unreachable" in run.error
-    assert f":{port}" not in run.error and "localhost" not in run.error
-    memory_runs = json.dumps(run.run_data)
-    assert "Redis is unreachable" in memory_runs and f":{port}" not in memory_runs

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import fakeredis
 import pytest
-import redis
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks
@@ -41,13 +41,13 @@ LANGCHAIN_TURN = [
 class Chat:
     """One workflow, one session, on Simple Memory or Redis Chat Memory."""
 
-    def __init__(self, backend: str, redis_url: str, keys, **agent_options):
+    def __init__(self, backend: str, keys, **agent_options):
         example_name = REDIS_CHAT if backend == "redis" else SIMPLE_CHAT
         self.raw = example(example_name)
         node(self.raw, "AI Agent")["parameters"]["options"].update(agent_options)
         self.workflow = load_workflow(self.raw)
         self.memory_node = "Redis Chat Memory" if backend == "redis" else "Simple Memory"
-        self.client = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.client = fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
         self.simple = InProcessMemory()
         self.services = Services(redis=self.client, keys=keys, simple_memory=self.simple)
         self.session = f"s-{uuid.uuid4().hex[:8]}"
@@ -84,14 +84,14 @@ def backend(request):
     return request.param
 
 
-def test_by_default_a_tool_turn_is_stored_as_the_question_and_the_answer(backend, redis_url, keys):
-    chat = Chat(backend, redis_url, keys)
+def test_by_default_a_tool_turn_is_stored_as_the_question_and_the_answer(backend, keys):
+    chat = Chat(backend, keys)
     chat.say("What is 19 * 23?")
     assert chat.stored() == [LANGCHAIN_TURN[0], LANGCHAIN_TURN[3]]
 
 
-def test_kept_tool_calls_are_stored_as_langchain_js_writes_them(backend, redis_url, keys):
-    chat = Chat(backend, redis_url, keys, keepToolCallsInMemory=True)
+def test_kept_tool_calls_are_stored_as_langchain_js_writes_them(backend, keys):
+    chat = Chat(backend, keys, keepToolCallsInMemory=True)
     chat.say("What is 19 * 23?")
     stored = chat.stored()
     assert [json.loads(s) for s in stored] == [json.loads(s) for s in LANGCHAIN_TURN]
@@ -100,8 +100,8 @@ def test_kept_tool_calls_are_stored_as_langchain_js_writes_them(backend, redis_u
     assert ai_call["tool_calls"][0]["id"] == result["tool_call_id"]  # the pair matches
 
 
-def test_the_next_turn_reads_the_tool_call_back_and_sends_it_to_the_model(backend, redis_url, keys):
-    chat = Chat(backend, redis_url, keys, keepToolCallsInMemory=True)
+def test_the_next_turn_reads_the_tool_call_back_and_sends_it_to_the_model(backend, keys):
+    chat = Chat(backend, keys, keepToolCallsInMemory=True)
     chat.say("What is 19 * 23?")
     run = chat.say("my name is Ada")
     assert chat.sent(run)[1:] == [
@@ -123,10 +123,10 @@ def test_the_next_turn_reads_the_tool_call_back_and_sends_it_to_the_model(backen
     ]
 
 
-def test_a_window_that_cuts_a_tool_turn_sends_no_orphaned_tool_result(backend, redis_url, keys):
+def test_a_window_that_cuts_a_tool_turn_sends_no_orphaned_tool_result(backend, keys):
     """n8n counts the window in messages (k turns = 2k messages) and then drops the orphans: a
     window of one turn holds [tool, answer] here, and the tool result goes."""
-    chat = Chat(backend, redis_url, keys, keepToolCallsInMemory=True)
+    chat = Chat(backend, keys, keepToolCallsInMemory=True)
     node(chat.raw, chat.memory_node)["parameters"]["contextWindowLength"] = 1
     chat.workflow = load_workflow(chat.raw)
     chat.say("What is 19 * 23?")
@@ -134,10 +134,8 @@ def test_a_window_that_cuts_a_tool_turn_sends_no_orphaned_tool_result(backend, r
     assert chat.sent(run)[1:] == [("ai", ANSWER_437), ("human", "my name is Ada")]
 
 
-def test_the_previous_session_shows_only_the_user_s_messages_and_the_ai_s_text(
-    backend, redis_url, keys
-):
-    chat = Chat(backend, redis_url, keys, keepToolCallsInMemory=True)
+def test_the_previous_session_shows_only_the_user_s_messages_and_the_ai_s_text(backend, keys):
+    chat = Chat(backend, keys, keepToolCallsInMemory=True)
     chat.say("What is 19 * 23?")
     trigger = chat.workflow.nodes["When chat message received"]
     body = {"action": "loadPreviousSession", "sessionId": chat.session}
@@ -148,8 +146,8 @@ def test_the_previous_session_shows_only_the_user_s_messages_and_the_ai_s_text(
     ]
 
 
-def test_tool_steps_stream_as_start_and_end_lines_between_begin_and_end(redis_url, keys):
-    chat = Chat("simple", redis_url, keys, streamToolCalls=True)
+def test_tool_steps_stream_as_start_and_end_lines_between_begin_and_end(keys):
+    chat = Chat("simple", keys, streamToolCalls=True)
     chat.say("What is 19 * 23?")
     kinds = [c["type"] for c in chat.chunks]
     assert kinds[:3] == ["begin", "tool-call-start", "tool-call-end"]
@@ -170,7 +168,7 @@ def test_tool_steps_stream_as_start_and_end_lines_between_begin_and_end(redis_ur
     assert "".join(c.get("content", "") for c in chat.chunks if c["type"] == "item") == ANSWER_437
 
 
-def test_without_the_option_no_tool_step_line_is_sent(redis_url, keys):
-    chat = Chat("simple", redis_url, keys)
+def test_without_the_option_no_tool_step_line_is_sent(keys):
+    chat = Chat("simple", keys)
     chat.say("What is 19 * 23?")
     assert {c["type"] for c in chat.chunks} == {"begin", "item", "end"}

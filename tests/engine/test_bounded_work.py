@@ -5,9 +5,6 @@ bounded at load. CPU figures are process time, so a busy machine does not fail t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import tracemalloc
@@ -209,39 +206,6 @@ def test_a_checkpoint_error_raised_inside_an_expression_is_not_turned_into_an_ex
 
     with pytest.raises(ExecutionCanceled):
         evaluate("={{ 1 + 1 }}", ExpressionData(json={}, checkpoint=checkpoint))
-
-
-GREENLET_CLOCK = textwrap.dedent(
-    """
-    from gevent import monkey; monkey.patch_all()
-    import gevent, json
-    from worker.cpu_clock import task_clock
-    clock = task_clock()
-
-    def busy(n):
-        start = clock()
-        for _ in range(20):
-            sum(range(n)); gevent.sleep(0)
-        return clock() - start
-
-    def idle():
-        start = clock(); gevent.sleep(0.3); return clock() - start
-
-    jobs = [gevent.spawn(busy, 1_000_000), gevent.spawn(busy, 250_000), gevent.spawn(idle)]
-    gevent.joinall(jobs)
-    print(json.dumps([type(clock).__name__, *[job.value for job in jobs]]))
-    """
-)
-
-
-def test_under_gevent_each_greenlet_is_charged_its_own_cpu_time_only():
-    out = subprocess.run(
-        [sys.executable, "-c", GREENLET_CLOCK], capture_output=True, text=True, timeout=60
-    )
-    kind, busy, lighter, idle = json.loads(out.stdout)
-    assert kind == "GreenletClock"
-    assert 2.5 < busy / lighter < 6  # four times the work, charged about four times the time
-    assert idle < 0.01  # it slept while the others computed
 
 
 # -- a workflow's node count ----------------------------------------------------------------------

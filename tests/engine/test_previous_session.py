@@ -7,7 +7,6 @@ import copy
 import uuid
 
 import pytest
-import redis
 
 from core.keys import Keys
 from engine.errors import NodeExecutionError, SessionKeyRefused
@@ -49,10 +48,8 @@ SESSION_RULES = {
 
 
 @pytest.fixture
-def client(redis_url):
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    client.close()
+def client(fake_redis):
+    return fake_redis
 
 
 def services_for(client, keys: Keys) -> Services:

@@ -16,8 +16,20 @@ from worker.celery_app import MODULES_COMMAND, create_celery
 
 NODE_MODULES = {f"engine.nodes.{m.name}" for m in pkgutil.iter_modules(engine.nodes.__path__)}
 # The model path's HTTP client and what the engine runs a chat with.
-CLIENT_MODULES = {"engine.openai_chat", "httpx", "httpcore", "h11", "memory.redis"}
-OURS = ("engine", "memory", "core", "worker", "httpx", "httpcore", "h11", "openai", "anyio")
+CLIENT_MODULES = {"models.openai_chat", "httpx", "httpcore", "h11", "memory.redis"}
+OURS = (
+    "engine",
+    "memory",
+    "core",
+    "worker",
+    "models",
+    "runtime",
+    "httpx",
+    "httpcore",
+    "h11",
+    "openai",
+    "anyio",
+)
 
 
 def loaded_modules(deploy: Deployment, pid: int) -> set[str]:

@@ -1,102 +1,32 @@
-"""The model call's own HTTP/1.1 (engine/model_http.py) against servers that answer as scripted,
+"""The model call's own HTTP/1.1 (models/http.py) against servers that answer as scripted,
 byte for byte: the body's framings, compression, kept connections that the server let go, and
 what a broken answer raises (httpx's exceptions, which the model call's messages are built
 from)."""
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import socket
 import ssl
 import threading
 import zlib
-from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import model_http
+from models import http as model_http
+from models import http_body
+from tests.fakes.scripted_server import Answer, chunked, ok, serving
 from tests.waiting import wait_until
 
-Answer = Callable[[socket.socket, bytes], bool]  # (connection, request) -> keep serving it
-
-
-class ScriptedServer:
-    """Reads each request whole (head and Content-Length body) and lets `answer` write the
-    response; counts connections and requests."""
-
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1/chat/completions"
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            self.open.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffer = b""
-        with contextlib.suppress(OSError), conn:
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.lower() == b"content-length":
-                        length = int(value)
-                while len(buffer) < length:
-                    buffer += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + buffer[:length])
-                buffer = buffer[length:]
-                if not self.answer(conn, self.requests[-1]):
-                    return
-
-    def stop(self) -> None:
-        for sock in (self.listener, *self.open):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-
-
-@contextlib.contextmanager
-def serving(answer: Answer) -> Iterator[ScriptedServer]:
-    server = ScriptedServer(answer)
-    try:
-        yield server
-    finally:
-        server.stop()
+pytestmark = pytest.mark.fast  # servers on threads of this process; no process of ours
 
 
 def client(timeout: float = 5.0) -> model_http.Connections:
     headers = [(b"Authorization", b"Bearer sk-test"), (b"Content-Type", b"application/json")]
     return model_http.Connections(headers, timeout, ssl.create_default_context())
-
-
-def chunked(*pieces: bytes) -> bytes:
-    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
-
-
-def ok(body: bytes, *headers: bytes) -> bytes:
-    return b"HTTP/1.1 200 OK\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
 
 
 def reply_with(*responses: bytes) -> Answer:
@@ -130,7 +60,7 @@ def body_of(connections: model_http.Connections, url: str, request: bytes = b"{}
 def test_a_chunked_body_is_the_same_however_the_network_splits_it(pieces, cuts):
     framed = b"%x;ext=1\r\n%s\r\n" % (len(pieces[0]), pieces[0]) + chunked(*pieces[1:])
     framed = framed[:-2] + b"Trailer-Field: x\r\n\r\n"  # a trailer before the end, as allowed
-    decoder, out, at = model_http._Chunked(), [], 0
+    decoder, out, at = http_body.Chunked(), [], 0
     for cut in cuts:
         out.append(decoder.feed(framed[at : at + cut]))
         at += cut
@@ -142,12 +72,12 @@ def test_a_chunked_body_is_the_same_however_the_network_splits_it(pieces, cuts):
 @pytest.mark.parametrize("size", [b"zz", b"", b"-1", b"1" * 17])
 def test_a_malformed_chunk_size_is_a_protocol_error(size):
     with pytest.raises(httpx.RemoteProtocolError):
-        model_http._Chunked().feed(size + b"\r\nabc\r\n")
+        http_body.Chunked().feed(size + b"\r\nabc\r\n")
 
 
 def test_a_chunk_not_ended_by_crlf_is_a_protocol_error():
     with pytest.raises(httpx.RemoteProtocolError):
-        model_http._Chunked().feed(b"3\r\nabcXX")
+        http_body.Chunked().feed(b"3\r\nabcXX")
 
 
 def test_bodies_framed_by_chunks_by_length_and_by_the_connections_end():

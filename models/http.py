@@ -1,39 +1,37 @@
 """The model call's HTTP/1.1 on sockets of our own: a POST and its streamed answer, on kept-alive
-connections (engine/openai_chat.py uses it where no proxy is configured).
+connections (models/model_client.py uses it where no proxy is configured).
 
-httpx over httpcore and h11 took about 570 us of CPU per model call against a local server (an
-8-word answer, 11 server-sent events), a fifth of a worker's CPU per chat message, most of it in
-h11's event machinery and httpcore's pool bookkeeping; the same request and answer on a socket
-took about 100 us (issue 26). What a model call needs of HTTP is small: one request written
-whole, a status line and headers, a body framed by chunks, by a length or by the connection's
-end, gzip or deflate if a server compresses what the client said it accepts. What it gets wrong
-is told with httpx's own exceptions (connect, read and write timeouts and errors, a protocol
-error), so the caller's messages and retries stay as they were.
+httpx over httpcore and h11 spent most of a model call's CPU in h11's event machinery and
+httpcore's pool bookkeeping (docs/performance.md); what a model call needs of HTTP is small: one
+request written whole, a status line and headers, a body framed by chunks, by a length or by the
+connection's end, gzip or deflate if a server compresses what the client said it accepts
+(models/http_body.py). What it gets wrong is told with httpx's own exceptions (connect, read and
+write timeouts and errors, a protocol error), so the caller's messages and retries are the same
+on both ways; tests/models/test_http_differential.py holds the two to that.
 
-The sockets are as engine/model_connection.py explains: TCP_NODELAY, each request in one write,
-and out of delayed-ACK mode once it is sent. An idle connection the server closed is noticed
-before it is reused (a look that never waits); a reused connection that fails before the
-answer's first byte is replaced by a new one once.
+The sockets are as models/sockets.py explains: TCP_NODELAY, each request in one write, and out
+of delayed-ACK mode once it is sent. An idle connection the server closed is noticed before it
+is reused (a look that never waits, with the poll the client was given); a reused connection
+that fails before the answer's first byte is replaced by a new one once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
-from engine import model_connection
+from models.http_body import UntilClose, decoder, framing
+from models.sockets import NODELAY, Poll, ack_at_once, readable_now
 
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers beyond this are not an answer we read
-MAX_CHUNK_LINE = 4096
 READ_BYTES = 65536
 # An idle connection older than this is closed rather than reused (httpx's default): a server or
 # a NAT may have dropped it without a word, and a request on it would wait for the read timeout.
@@ -56,11 +54,13 @@ class Connections:
         timeout: float | None,
         tls: ssl.SSLContext,
         max_idle: int = 100,
+        poll: Poll | None = None,
     ):
         self._headers = b"".join(b"%s: %s\r\n" % (name, value) for name, value in headers)
         self._timeout = timeout
         self._tls = tls
         self._max_idle = max_idle
+        self._poll: Poll = poll or select.poll
         self._idle: dict[Origin, list[_Connection]] = {}
         self._lock = threading.Lock()
         self._routes: dict[str, tuple[Origin, bytes]] = {}
@@ -147,7 +147,7 @@ class Connections:
                     return None
                 conn = idle.pop()
             fresh = time.monotonic() - conn.idle_since < KEEPALIVE_EXPIRY
-            if fresh and not model_connection.readable_now(conn.sock):
+            if fresh and not readable_now(conn.sock, self._poll):
                 return conn
             conn.close()  # the server closed it (or sent what nobody asked for) while idle
 
@@ -187,7 +187,7 @@ class _Connection:
         except OSError as err:
             raise httpx.ConnectError(str(err)) from None
         try:
-            sock.setsockopt(*model_connection.NODELAY)
+            sock.setsockopt(*NODELAY)
             if scheme == "https":
                 sock = tls.wrap_socket(sock, server_hostname=host)
         except TimeoutError as err:
@@ -237,9 +237,7 @@ class _Connection:
             # The server may have answered (an error) and closed before reading the whole
             # request, as httpcore allows: the read tells.
             pass
-        if model_connection.QUICKACK is not None:
-            with contextlib.suppress(OSError):  # a hint: the read reports a broken connection
-                self.sock.setsockopt(socket.IPPROTO_TCP, model_connection.QUICKACK, 1)
+        ack_at_once(self.sock)
 
     def recv(self) -> bytes:
         try:
@@ -352,16 +350,16 @@ class Reply:
         self._content: bytes | None = None
         self._complete = False
         fields = {name: value for name, value in raw_headers}
-        self._body = _framing(method, status, fields)
+        self._body = framing(method, status, fields)
         # Kept for the next request: a body with an end of its own, and a server that keeps
         # the connection (HTTP/1.1 unless it says close; HTTP/1.0 only if it says keep-alive).
         tokens = fields.get(b"connection", b"").lower()
         self._keep_alive = (
-            not isinstance(self._body, _UntilClose)
+            not isinstance(self._body, UntilClose)
             and b"close" not in tokens
             and (not http10 or b"keep-alive" in tokens)
         )
-        self._decode = _decoder(fields.get(b"content-encoding", b""))
+        self._decode = decoder(fields.get(b"content-encoding", b""))
 
     @property
     def is_success(self) -> bool:
@@ -386,7 +384,7 @@ class Reply:
                 raise httpx.StreamClosed()
             data = self._conn.recv()
             if not data:
-                if not isinstance(self._body, _UntilClose):
+                if not isinstance(self._body, UntilClose):
                     raise httpx.RemoteProtocolError(
                         "peer closed connection without sending complete message body"
                     )
@@ -410,121 +408,3 @@ class Reply:
             self._pool.put_back(self._origin, conn)
         else:
             conn.close()
-
-
-def _framing(method: str, status: int, fields: dict[bytes, bytes]) -> Any:
-    if method == "HEAD" or status in (204, 304):
-        return _Length(0)
-    if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
-        return _Chunked()
-    length = fields.get(b"content-length")
-    if length is not None:
-        if not length.isdigit():
-            raise httpx.RemoteProtocolError("a malformed Content-Length")
-        return _Length(int(length))
-    return _UntilClose()
-
-
-def _decoder(encoding: bytes) -> Any:
-    encoding = encoding.strip().lower()
-    if encoding in (b"", b"identity"):
-        return bytes
-    if encoding in (b"gzip", b"x-gzip"):
-        return _Zlib(zlib.MAX_WBITS | 16).feed
-    if encoding == b"deflate":
-        return _Zlib(zlib.MAX_WBITS).feed
-    raise httpx.DecodingError(f"unsupported content-encoding {encoding.decode('latin-1')!r}")
-
-
-class _Zlib:
-    """gzip, or deflate as servers send it: zlib-wrapped or (some of them) raw."""
-
-    def __init__(self, wbits: int):
-        self._wbits = wbits
-        self._inflate = zlib.decompressobj(wbits)
-        self._started = False
-
-    def feed(self, data: bytes) -> bytes:
-        try:
-            out = self._inflate.decompress(data)
-        except zlib.error:
-            if self._started or self._wbits != zlib.MAX_WBITS:
-                raise httpx.DecodingError("the body could not be decompressed") from None
-            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
-            out = self._inflate.decompress(data)
-        self._started = True
-        return out
-
-
-class _Length:
-    def __init__(self, length: int):
-        self.left = length
-        self.done = length == 0
-
-    def feed(self, data: bytes) -> bytes:
-        piece = data[: self.left]
-        self.left -= len(piece)
-        self.done = self.left == 0
-        return piece
-
-
-class _UntilClose:
-    def __init__(self) -> None:
-        self.done = False
-
-    def feed(self, data: bytes) -> bytes:
-        return data
-
-
-class _Chunked:
-    """Transfer-Encoding: chunked, fed as it arrives: the chunks' data, without their framing."""
-
-    def __init__(self) -> None:
-        self.done = False
-        self._buffer = b""
-        self._left = 0  # of the current chunk's data
-        self._state = "size"
-
-    def feed(self, data: bytes) -> bytes:
-        buffer = self._buffer + data if self._buffer else data
-        out = []
-        while not self.done:
-            if self._state == "data":
-                if not buffer:
-                    break
-                piece = buffer[: self._left]
-                out.append(piece)
-                buffer = buffer[len(piece) :]
-                self._left -= len(piece)
-                if self._left:
-                    break
-                self._state = "end"
-                continue
-            if self._state == "end":  # the CRLF after a chunk's data
-                if len(buffer) < 2:
-                    break
-                if buffer[:2] != b"\r\n":
-                    raise httpx.RemoteProtocolError("a malformed chunk in the answer")
-                buffer = buffer[2:]
-                self._state = "size"
-                continue
-            line_end = buffer.find(b"\r\n")
-            if line_end < 0:
-                if len(buffer) > MAX_CHUNK_LINE:
-                    raise httpx.RemoteProtocolError("a malformed chunk in the answer")
-                break
-            line, buffer = buffer[:line_end], buffer[line_end + 2 :]
-            if self._state == "size":
-                self._left = _chunk_size(line)
-                self._state = "data" if self._left else "trailer"
-            elif not line:  # the empty line after the trailer: the body's end
-                self.done = True
-        self._buffer = buffer
-        return b"".join(out)
-
-
-def _chunk_size(line: bytes) -> int:
-    size = line.split(b";", 1)[0].strip()
-    if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
-        raise httpx.RemoteProtocolError("a malformed chunk size in the answer")
-    return int(size, 16)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from worker.greenlets import gevent_patched
+from runtime.patching import gevent_patched
 
 
 def task_clock() -> Callable[[], float]:

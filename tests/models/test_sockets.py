@@ -1,12 +1,13 @@
-"""The model client's kept-alive connections against a server that leaves Nagle's algorithm on
-(issue 26): on such a connection every first token waited for our delayed ACK, about 40 ms.
-Over plain HTTP and over TLS, on the client's own connections (engine/model_http.py) and
-httpx's (engine/model_connection.py wraps httpcore's TLS streams too)."""
+"""The model client's kept-alive connections against a server that leaves Nagle's algorithm on:
+on such a connection every first token waited for our delayed ACK (models/sockets.py). Over
+plain HTTP and over TLS, on the client's own connections (models/http.py) and httpx's
+(models/httpcore_backend.py wraps httpcore's TLS streams too)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import ssl
 import subprocess
@@ -18,9 +19,13 @@ from collections.abc import Callable, Iterator
 import httpcore
 import pytest
 
-from engine import model_connection, openai_chat
-from engine.openai_chat import OpenAiChatModel, OpenAiSettings
+from engine.model_settings import OpenAiSettings
 from memory.messages import human
+from models import httpcore_backend
+from models.clients import ModelClients
+from models.openai_chat import OpenAiChatModel
+
+pytestmark = pytest.mark.fast  # servers on threads of this process; no process of ours
 
 KEY = "sk-test-SECRET-123"
 PIECES = ("Hello", " there", "!")
@@ -35,6 +40,7 @@ class NaglingServer:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self._tls = tls
+        self.client_tls: ssl.SSLContext | None = None  # what a client of it trusts
         self._listener = socket.create_server(("127.0.0.1", 0))
         scheme = "https" if tls else "http"
         self.base_url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}/v1"
@@ -145,17 +151,24 @@ def certificate(tmp_path_factory) -> str:
 
 
 @pytest.fixture(params=["http", "https"])
-def server(request, monkeypatch) -> Iterator[NaglingServer]:
-    tls = None
+def server(request) -> Iterator[NaglingServer]:
+    tls, client_tls = None, None
     if request.param == "https":
         pem = request.getfixturevalue("certificate")
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(pem)
-        # The process's one client TLS context, trusting this certificate alone.
-        monkeypatch.setattr(openai_chat, "_TLS", [ssl.create_default_context(cafile=pem)])
+        client_tls = ssl.create_default_context(cafile=pem)
     server = NaglingServer(tls)
+    server.client_tls = client_tls
     yield server
     server.stop()
+
+
+def models_for(server: NaglingServer, **kwargs) -> ModelClients:
+    models = ModelClients(**kwargs)
+    if server.client_tls is not None:
+        models._tls = server.client_tls  # the clients' one TLS context, trusting this server
+    return models
 
 
 def first_token_ms(server: NaglingServer, calls: int) -> list[float]:
@@ -163,7 +176,7 @@ def first_token_ms(server: NaglingServer, calls: int) -> list[float]:
     Agent's tool rounds are): Linux delays its ACKs only when a request follows the previous
     answer within its delayed-ACK timeout."""
     pumps = Pumps()
-    model = OpenAiChatModel(OpenAiSettings(base_url=server.base_url), KEY, spawn=pumps)
+    model = models_for(server, spawn=pumps).openai(OpenAiSettings(base_url=server.base_url), KEY)
     figures = []
     for _ in range(calls):
         figures.append(one_call_ms(model))
@@ -193,7 +206,7 @@ def test_each_request_reaches_the_server_in_one_read(server):
 
 
 def test_the_connections_are_tcp_nodelay(server):
-    client = openai_chat._shared_client(OpenAiSettings(base_url=server.base_url), KEY)
+    client = models_for(server).client(OpenAiSettings(base_url=server.base_url), KEY)
     reply = client.post_stream(f"{server.base_url}/chat/completions", b"{}")
     try:
         assert reply._conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
@@ -211,7 +224,7 @@ def test_an_idle_connection_is_readable_only_once_the_server_sent_or_closed():
     """What httpcore asks of each idle pooled connection before it reuses one, answered with a
     look that never waits (under gevent too: the unpatched poll)."""
     ours, theirs = socket.socketpair()
-    stream = model_connection.Stream(httpcore._backends.sync.SyncStream(ours))
+    stream = httpcore_backend.Stream(httpcore._backends.sync.SyncStream(ours), select.poll)
     try:
         assert stream.get_extra_info("is_readable") is False
         theirs.close()  # the server let the idle connection go
@@ -224,11 +237,11 @@ def test_under_gevent_the_look_is_the_c_librarys_poll_not_gevents():
     code = (
         "from gevent import monkey; monkey.patch_all()\n"
         "import select, gevent.select\n"
-        "from engine import model_connection\n"
-        "from worker import greenlets\n"
+        "from models.clients import ModelClients\n"
+        "from runtime.patching import unpatched_poll\n"
         "assert select.poll is gevent.select.poll\n"
-        "greenlets.use_unpatched_poll()  # as a worker's (or regular mode's) runtime does\n"
-        "assert model_connection.poll is not gevent.select.poll\n"
-        "assert model_connection.poll is monkey.get_original('select', 'poll')\n"
+        "models = ModelClients(poll=unpatched_poll())  # as a worker's runtime builds them\n"
+        "assert models.poll is not gevent.select.poll\n"
+        "assert models.poll is monkey.get_original('select', 'poll')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
