@@ -38,13 +38,12 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     settings = settings or Settings.from_env()
     app = Flask(__name__)
     app.json = JSONProvider(app)
-    app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes)
     if config:
         app.config.update(config)
     rt = app.extensions["mini_n8n"] = ApiRuntime(settings)
     access_log.register(app)
     app.before_request(rt.warm)
-    bodies.install(app, settings.start_wait_seconds)  # every body in before its view runs
+    bodies.install(app, settings)  # every body in, under its door's limit, before its view runs
     app.after_request(_nosniff)
     errors.register_error_handlers(app)
     app.register_blueprint(ops.bp)
@@ -53,7 +52,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(signin.bp)
     app.register_blueprint(push.bp)
     app.register_blueprint(waiting_webhook.bp)
-    chat_socket.register(app, settings)
+    chat_socket.register(app)
     app.add_url_rule("/", "editor", _editor)
     _import_workflows(app, settings)
     return app

@@ -9,10 +9,10 @@
   The bytes being received are bounded per process (`ByteBudget`, counted as they arrive): a
   body past SMALL_BODY_BYTES waits for room before each read, its sender held back by TCP
   meanwhile, so N clients sending 16 MiB at once cost the budget, not N x 16 MiB.
-- **Size, per route, refused early.** Each route sets its limit (`limit`): a `Content-Length`
-  past the process's limit is answered 413 before one byte is read, a chunked body is cut off
-  with 413 as soon as it passes it, and a route's lower limit (a chat message) is checked
-  against what arrived.
+- **Size, per door, refused early.** Each request gets its door's limit (`limit`, decided by
+  api/body_limit.py): a `Content-Length` past it is answered 413 before one byte is read, a
+  chunked body is cut off with 413 as soon as it passes it, and a limit set once the body is in
+  (a chat message found on re-routing) is checked against what arrived.
 - **Reading never holds the api.** A body is read in pieces sized to how fast it arrives, with
   a turn of the gevent loop between them: on loopback a 16 MiB body arrives faster than it is
   read, and one read of it held every other request (`/healthz` included) for over 100 ms.
@@ -29,7 +29,6 @@ A body that fails gets a 4xx JSON answer and starts nothing.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,8 +37,10 @@ from typing import Any
 from flask import Flask, Request, current_app, g, request
 
 from api.admission import ByteBudget, Held, overloaded
+from api.body_limit import Door, body_limit, route_door
 from api.errors import ApiError
 from core.jsontext import JSONTextError, loads_request
+from core.settings import Settings
 from runtime.patching import gevent_patched
 from runtime.timers import pause
 
@@ -61,35 +62,23 @@ INTAKE = "mini_n8n.intake"
 _OWN_BODY = "mini_n8n_receives_body"
 
 
-def _env_number(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return float(value) if value not in (None, "") else default
-
-
 @dataclass(frozen=True)
 class Arrival:
-    """How a body (or a chat socket message) must arrive. Defaults in layers, as core/settings.py:
-    each with its reason; the environment overrides them."""
+    """How a body (or a chat socket message) must arrive: core/settings.py's `body_*` settings,
+    each with its reason there."""
 
-    # No byte for this long and the sender has stalled: a client that is sending pauses for far
-    # less (nginx's client_body_timeout, between two reads, is 60 s).
-    idle_seconds: float = 10.0
-    # Once `grace_seconds` are over, bytes a second on average since the start: a phone on a
-    # poor network sends several KiB a second (Apache's mod_reqtimeout asks 500); 0 = no rate.
-    min_rate: float = 1024.0
-    grace_seconds: float = 5.0
-    # Bytes of bodies and messages one api process holds while they arrive: two bodies at the
-    # 16 MiB limit, one parsed while the next arrives (large bodies are parsed one at a time);
-    # more wait for room, their senders held back by TCP.
-    buffer_bytes: int = 32 * MIB
+    idle_seconds: float
+    min_rate: float
+    grace_seconds: float
+    buffer_bytes: int
 
     @classmethod
-    def from_env(cls) -> Arrival:
+    def from_settings(cls, settings: Settings) -> Arrival:
         return cls(
-            idle_seconds=_env_number("MINI_N8N_BODY_IDLE_SECONDS", cls.idle_seconds),
-            min_rate=_env_number("MINI_N8N_BODY_MIN_RATE", cls.min_rate),
-            grace_seconds=_env_number("MINI_N8N_BODY_GRACE_SECONDS", cls.grace_seconds),
-            buffer_bytes=int(_env_number("MINI_N8N_BODY_BUFFER_BYTES", cls.buffer_bytes)),
+            idle_seconds=settings.body_idle_seconds,
+            min_rate=settings.body_min_rate,
+            grace_seconds=settings.body_grace_seconds,
+            buffer_bytes=settings.body_buffer_bytes,
         )
 
 
@@ -146,17 +135,19 @@ class Pace:
 class Intake:
     """One process's rules and budget for bodies and messages, kept in the app's extensions."""
 
+    settings: Settings  # the limits (api/body_limit.py)
     arrival: Arrival
     budget: ByteBudget
     wait_seconds: float  # for room in the budget, as for a start turn (MINI_N8N_START_WAIT)
 
 
-def install(app: Flask, wait_seconds: float) -> None:
-    """Every request's body is received before its view runs (`receive`; a view marked
-    `received_by_view` sets its route's limit first), and what it held is given back when the
-    request ends at the latest."""
-    arrival = Arrival.from_env()
-    app.extensions[INTAKE] = Intake(arrival, ByteBudget(arrival.buffer_bytes), wait_seconds)
+def install(app: Flask, settings: Settings) -> None:
+    """Every request's body is received before its view runs (`receive`, under its route's
+    limit; a view marked `received_by_view` sets its door's limit and receives it itself), and
+    what it held is given back when the request ends at the latest."""
+    arrival = Arrival.from_settings(settings)
+    budget = ByteBudget(arrival.buffer_bytes)
+    app.extensions[INTAKE] = Intake(settings, arrival, budget, settings.start_wait_seconds)
     app.before_request(_receive_before_view)
     app.teardown_request(lambda _error: release())
 
@@ -170,6 +161,7 @@ def received_by_view(view: Callable[..., Any]) -> Callable[..., Any]:
 def _receive_before_view() -> None:
     view = current_app.view_functions.get(request.endpoint or "")
     if not getattr(view, _OWN_BODY, False):
+        limit(request, route_door(request))
         receive()
 
 
@@ -284,9 +276,10 @@ class _Reader:
         return b"".join(self.chunks)
 
 
-def limit(request: Request, max_bytes: int) -> None:
-    """This request's body may be at most `max_bytes`: checked against Content-Length before
-    reading, against what arrived once it is in."""
+def limit(request: Request, door: Door) -> None:
+    """This request's body may be at most its door's limit (api/body_limit.py): checked
+    against Content-Length before reading, against what arrived once it is in."""
+    max_bytes = body_limit(intake().settings, door, request.mimetype)
     request.max_content_length = max_bytes
     if request.content_length is not None and request.content_length > max_bytes:
         raise _too_large(max_bytes)

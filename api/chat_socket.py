@@ -49,10 +49,11 @@ import time
 from typing import Any
 
 import redis
-from flask import Flask, current_app, jsonify, request
+from flask import Flask, jsonify, request
 
 from api import bodies, resume_tokens
 from api.auth import check_webhook_auth
+from api.body_limit import Door, body_limit
 from api.chat_files import reply_files
 from api.conversation import ReplyRefused, check_execution, deliver_reply, not_waiting
 from api.cors import origin_allowed
@@ -99,17 +100,14 @@ _open: set[ChatConnection] = set()
 _open_lock = threading.Lock()
 
 
-def register(app: Flask, settings) -> None:
-    # A reply carries its files as base64 data URLs (4/3 of their size) beside a chat message.
-    frame_bytes = settings.chat_files_max_bytes * 4 // 3 + settings.chat_body_max_bytes
-    app.config.setdefault("MINI_N8N_CHAT_FRAME_BYTES", frame_bytes)
+def register(app: Flask) -> None:
     # websocket=True: Werkzeug routes an upgrade request only to a rule that says it takes one.
     app.add_url_rule("/chat", "chat_socket", chat_socket, methods=["GET"], websocket=True)
 
 
 def chat_socket():
     try:
-        frame_bytes = current_app.config["MINI_N8N_CHAT_FRAME_BYTES"]
+        frame_bytes = body_limit(runtime().settings, Door.CHAT_SOCKET)
         ws = WebSocket.accept(request.environ, frame_bytes, bodies.intake())
     except Handshake as err:
         return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400

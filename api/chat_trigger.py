@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from api import bodies, cors
 from api.auth import check_webhook_auth
+from api.body_limit import Door
 from api.chat_files import multipart_item
 from api.chat_page import page_response
 from api.errors import ApiError
@@ -84,21 +85,13 @@ def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, An
     """The trigger's output item: the JSON body, or the form fields plus files. Any content type
     but multipart is read as JSON: some clients send text/plain to skip the CORS preflight, and
     the origin is checked either way."""
-    bodies.limit(request, chat_body_limit(request, settings))
+    bodies.limit(request, Door.CHAT)  # set before the body came, unless the route changed since
     if request.mimetype == "multipart/form-data":
         item = multipart_item(request, settings, file_types)
     else:
         item = {"json": bodies.json_object(request, settings.json_max_values)}
     validate_chat_body(item["json"])
     return item
-
-
-def chat_body_limit(request: Request, settings) -> int:
-    """A chat message as JSON is text and metadata, far less than a webhook's body; multipart
-    carries files, within the process's limit."""
-    if request.mimetype == "multipart/form-data":
-        return settings.max_body_bytes
-    return min(settings.chat_body_max_bytes, settings.max_body_bytes)
 
 
 def validate_chat_body(body: dict[str, Any]) -> None:

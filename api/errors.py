@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import redis
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from api.launcher import LaunchError
@@ -28,69 +30,84 @@ class ApiError(Exception):
 
 
 def register_error_handlers(app: Flask) -> None:
-    @app.errorhandler(ApiError)
-    def _api_error(err: ApiError):
-        response = jsonify({"message": err.message})
-        response.status_code = err.status
-        response.headers.update(err.headers)
-        return response
+    """Every error a view may raise becomes a JSON answer `{"message": ...}`."""
+    for error, handler in _HANDLERS:
+        app.register_error_handler(error, handler)
 
-    @app.errorhandler(LaunchError)
-    def _launch(err):
-        if isinstance(err.__cause__, redis.OutOfMemoryError):
-            return _redis_full(err.__cause__)
-        response = jsonify({"message": str(err)})
-        response.status_code = 503
-        response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_SECONDS)
-        return response
 
-    @app.errorhandler(redis.OutOfMemoryError)
-    def _redis_full(err):
-        # Redis refuses writes (maxmemory, noeviction): what was refused changed nothing.
-        log.warning("%s %s: Redis is full: %s", request.method, request.path, err)
-        response = jsonify({"message": REDIS_FULL})
-        response.status_code = 503
-        response.headers["Retry-After"] = str(REDIS_FULL_RETRY_AFTER_SECONDS)
-        return response
+def _answer(body: dict, status: int, retry_after: int | None = None, headers=None) -> Response:
+    response = jsonify(body)
+    response.status_code = status
+    response.headers.update(headers or {})
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
-    @app.errorhandler(WorkflowNotFound)
-    def _not_found(err):
-        return jsonify({"message": f"workflow {err} not found"}), 404
 
-    @app.errorhandler(ActivationError)
-    def _activation(err):
-        return jsonify({"message": str(err)}), 409
+def _api_error(err: ApiError) -> Response:
+    return _answer({"message": err.message}, err.status, headers=err.headers)
 
-    @app.errorhandler(VersionConflict)
-    def _conflict(err):
-        message = (
-            f"workflow {err} was changed since this version was loaded (in another tab?): "
-            "reload it to see the saved version"
-        )
-        return jsonify({"message": message, "code": "versionConflict"}), 409
 
-    @app.errorhandler(EngineError)
-    def _engine(err):
-        return jsonify({"message": str(err), "node": err.node}), 400
+def _launch(err: LaunchError) -> Response:
+    if isinstance(err.__cause__, redis.OutOfMemoryError):
+        return _redis_full(err.__cause__)
+    return _answer({"message": str(err)}, 503, REDIS_RETRY_AFTER_SECONDS)
 
-    @app.errorhandler(HTTPException)
-    def _http(err: HTTPException):
-        response = jsonify({"message": err.description or err.name})
-        response.status_code = err.code or 500
-        return response
 
-    @app.errorhandler(redis.ConnectionError)
-    @app.errorhandler(redis.TimeoutError)
-    def _redis_unreachable(err):
-        # Nothing was started: every handler talks to Redis before it launches anything.
-        log.warning("%s %s: Redis is unreachable: %s", request.method, request.path, err)
-        response = jsonify({"message": "Redis is unreachable; try again shortly"})
-        response.status_code = 503
-        response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_SECONDS)
-        return response
+def _redis_full(err: redis.OutOfMemoryError) -> Response:
+    # Redis refuses writes (maxmemory, noeviction): what was refused changed nothing.
+    log.warning("%s %s: Redis is full: %s", request.method, request.path, err)
+    return _answer({"message": REDIS_FULL}, 503, REDIS_FULL_RETRY_AFTER_SECONDS)
 
-    @app.errorhandler(Exception)
-    def _unexpected(err: Exception):
-        # A bug: the traceback goes to the log, the client gets JSON without internals.
-        log.exception("%s %s failed", request.method, request.path)
-        return jsonify({"message": "Internal server error"}), 500
+
+def _not_found(err: WorkflowNotFound) -> Response:
+    return _answer({"message": f"workflow {err} not found"}, 404)
+
+
+def _activation(err: ActivationError) -> Response:
+    return _answer({"message": str(err)}, 409)
+
+
+def _conflict(err: VersionConflict) -> Response:
+    message = (
+        f"workflow {err} was changed since this version was loaded (in another tab?): "
+        "reload it to see the saved version"
+    )
+    return _answer({"message": message, "code": "versionConflict"}, 409)
+
+
+def _engine(err: EngineError) -> Response:
+    return _answer({"message": str(err), "node": err.node}, 400)
+
+
+def _http(err: HTTPException) -> Response:
+    return _answer({"message": err.description or err.name}, err.code or 500)
+
+
+def _redis_unreachable(err: redis.RedisError) -> Response:
+    # Nothing was started: every handler talks to Redis before it launches anything.
+    log.warning("%s %s: Redis is unreachable: %s", request.method, request.path, err)
+    message = "Redis is unreachable; try again shortly"
+    return _answer({"message": message}, 503, REDIS_RETRY_AFTER_SECONDS)
+
+
+def _unexpected(err: Exception) -> Response:
+    # A bug: the traceback goes to the log, the client gets JSON without internals.
+    log.exception("%s %s failed", request.method, request.path)
+    return _answer({"message": "Internal server error"}, 500)
+
+
+# Flask picks the handler of the error's nearest class, whatever the order here.
+_HANDLERS: list[tuple[type[Exception], Callable[[Any], Response]]] = [
+    (ApiError, _api_error),
+    (LaunchError, _launch),
+    (redis.OutOfMemoryError, _redis_full),
+    (WorkflowNotFound, _not_found),
+    (ActivationError, _activation),
+    (VersionConflict, _conflict),
+    (EngineError, _engine),
+    (HTTPException, _http),
+    (redis.ConnectionError, _redis_unreachable),
+    (redis.TimeoutError, _redis_unreachable),
+    (Exception, _unexpected),
+]

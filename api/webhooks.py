@@ -8,7 +8,8 @@ from typing import Any
 from flask import Blueprint, Response, g, request
 
 from api import bodies
-from api.chat_trigger import chat_body_limit, chat_preflight, handle_chat
+from api.body_limit import Door
+from api.chat_trigger import chat_preflight, handle_chat
 from api.conversation import start_or_reply
 from api.errors import ApiError
 from api.responses import (
@@ -37,8 +38,8 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 def webhook(path: str) -> Response:
     rt = runtime()
     with rt.admission.turn():  # the route, from memory or in one round trip
-        max_bytes = _body_limit(rt, path)
-    bodies.limit(request, max_bytes)  # 413 from Content-Length, before a byte is read
+        door = _door(rt, path)
+    bodies.limit(request, door)  # 413 from Content-Length, before a byte is read
     bodies.receive()  # holding no turn: a slow sender keeps nobody else waiting
     # A large body waits for its own turn (one at a time): parsed and enqueued, it holds
     # several copies of itself, and a handful at once would outgrow the api's memory.
@@ -47,20 +48,18 @@ def webhook(path: str) -> Response:
         return _webhook(rt, path)
 
 
-def _body_limit(rt, path: str) -> int:
-    """The route's body limit: the Chat Trigger's for a chat message, else the process's."""
+def _door(rt, path: str) -> Door:
+    """A chat message's door for a Chat Trigger's route, else a webhook's."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
-        return rt.settings.max_body_bytes
+        return Door.WEBHOOK
     route = rt.workflows.route(request.method, path.strip("/"), remembered=True)
     if route.found is None:
-        return rt.settings.max_body_bytes
+        return Door.WEBHOOK
     try:
         node = _trigger_for(route.found[1], request.method, path.strip("/"))
     except ApiError:
-        return rt.settings.max_body_bytes
-    if node.type == ChatTrigger.type:
-        return chat_body_limit(request, rt.settings)
-    return rt.settings.max_body_bytes
+        return Door.WEBHOOK
+    return Door.CHAT if node.type == ChatTrigger.type else Door.WEBHOOK
 
 
 def _webhook(rt, path: str) -> Response:

@@ -63,8 +63,8 @@ class Handshake(Exception):
 
 
 class WebSocket:
-    __slots__ = ("sock", "ws", "max_message_size", "intake", "_partial", "_pace", "_held",
-                 "_watcher", "_wake", "connected")  # fmt: skip
+    __slots__ = ("sock", "ws", "max_message_size", "intake", "_partial", "_partial_bytes",
+                 "_pace", "_held", "_watcher", "_wake", "connected")  # fmt: skip
 
     def __init__(self, sock: socket.socket, ws: Connection, max_message_size: int, intake: Intake):
         self.sock = sock
@@ -72,6 +72,7 @@ class WebSocket:
         self.max_message_size = max_message_size
         self.intake = intake
         self._partial: list[str | bytes] = []  # a message arriving in several frames
+        self._partial_bytes = 0  # its size as sent: a text message's characters as UTF-8
         # While a message arrives: its deadlines, and the bytes it holds of the budget.
         self._pace: Pace | None = None
         self._held: Held | None = None
@@ -196,14 +197,18 @@ class WebSocket:
         for event in self.ws.events():  # a frame that breaks the protocol comes as a close
             if isinstance(event, TextMessage | BytesMessage):
                 data = event.data
-                self._partial.append(bytes(data) if isinstance(data, bytearray) else data)
-                if sum(map(len, self._partial)) > self.max_message_size:
+                part = bytes(data) if isinstance(data, bytearray) else data
+                self._partial.append(part)
+                self._partial_bytes += len(part.encode() if isinstance(part, str) else part)
+                if self._partial_bytes > self.max_message_size:
                     self._partial.clear()
+                    self._partial_bytes = 0
                     self.close(CloseReason.MESSAGE_TOO_BIG, "Message is too big")
                     raise ConnectionClosed()
                 if event.message_finished:
                     messages.append(_joined(self._partial))
                     self._partial.clear()
+                    self._partial_bytes = 0
                     completed = True
             elif isinstance(event, Ping):
                 self._write(self.ws.send(event.response()))

@@ -89,6 +89,18 @@ class Settings:
     # A chat message sent as JSON is text and metadata (files come as multipart or, on the chat
     # socket, as data URLs within the files limits): far less than n8n's 16 MiB.
     chat_body_max_bytes: int = 1024 * 1024
+    # How a body (or a chat socket message) must arrive (api/bodies.py `Arrival`). No byte for
+    # this long and the sender has stalled: a client that is sending pauses for far less
+    # (nginx's client_body_timeout, between two reads, is 60 s).
+    body_idle_seconds: float = 10.0
+    # Once `body_grace_seconds` are over, bytes a second on average since the start: a phone on
+    # a poor network sends several KiB a second (Apache's mod_reqtimeout asks 500); 0 = no rate.
+    body_min_rate: float = 1024.0
+    body_grace_seconds: float = 5.0
+    # Bytes of bodies and messages one api process holds while they arrive: two bodies at the
+    # 16 MiB limit, one parsed while the next arrives (large bodies are parsed one at a time);
+    # more wait for room, their senders held back by TCP.
+    body_buffer_bytes: int = 32 * 1024 * 1024
     # Values (commas and brackets) one JSON body or frame may hold: parsing stays a few ms.
     json_max_values: int = 100_000
     # Open /chat sockets per api process: each costs memory and a greenlet; past this a socket
@@ -187,11 +199,7 @@ class Settings:
             demo=_bool("MINI_N8N_DEMO", cls.demo),
             examples_dir=os.environ.get("MINI_N8N_EXAMPLES_DIR") or cls.examples_dir,
             port=_int("PORT", cls.port),
-            max_body_bytes=_int("MINI_N8N_MAX_BODY_BYTES", cls.max_body_bytes),
-            chat_file_max_bytes=_int("MINI_N8N_CHAT_FILE_MAX_BYTES", cls.chat_file_max_bytes),
-            chat_files_max_bytes=_int("MINI_N8N_CHAT_FILES_MAX_BYTES", cls.chat_files_max_bytes),
-            chat_body_max_bytes=_int("MINI_N8N_CHAT_BODY_MAX_BYTES", cls.chat_body_max_bytes),
-            json_max_values=_int("MINI_N8N_JSON_MAX_VALUES", cls.json_max_values),
+            **_bodies(),
             chat_socket_max=_int("MINI_N8N_CHAT_SOCKET_MAX", cls.chat_socket_max),
             chat_socket_idle_seconds=_float(
                 "MINI_N8N_CHAT_SOCKET_IDLE_SECONDS", cls.chat_socket_idle_seconds
@@ -231,6 +239,24 @@ def _save_mode(name: str, default: str) -> str:
     if value not in ("all", "none"):
         raise ValueError(f"{name} must be all or none, not {value!r}")
     return value
+
+
+def _bodies() -> dict:
+    """How large request bodies and chat socket messages may be (api/body_limit.py), and how
+    they must arrive (api/bodies.py)."""
+    return {
+        "max_body_bytes": _int("MINI_N8N_MAX_BODY_BYTES", Settings.max_body_bytes),
+        "chat_file_max_bytes": _int("MINI_N8N_CHAT_FILE_MAX_BYTES", Settings.chat_file_max_bytes),
+        "chat_files_max_bytes": _int(
+            "MINI_N8N_CHAT_FILES_MAX_BYTES", Settings.chat_files_max_bytes
+        ),
+        "chat_body_max_bytes": _int("MINI_N8N_CHAT_BODY_MAX_BYTES", Settings.chat_body_max_bytes),
+        "body_idle_seconds": _float("MINI_N8N_BODY_IDLE_SECONDS", Settings.body_idle_seconds),
+        "body_min_rate": _float("MINI_N8N_BODY_MIN_RATE", Settings.body_min_rate),
+        "body_grace_seconds": _float("MINI_N8N_BODY_GRACE_SECONDS", Settings.body_grace_seconds),
+        "body_buffer_bytes": int(_float("MINI_N8N_BODY_BUFFER_BYTES", Settings.body_buffer_bytes)),
+        "json_max_values": _int("MINI_N8N_JSON_MAX_VALUES", Settings.json_max_values),
+    }
 
 
 def _retention() -> dict:

@@ -36,7 +36,6 @@ from flask import Blueprint, request
 
 from api import bodies
 from api.rest import auth
-from api.runtime import runtime
 
 bp = Blueprint("rest", __name__, url_prefix="/rest")
 bp.before_request(auth.require_key)
@@ -44,8 +43,7 @@ bp.before_request(auth.require_key)
 
 @bp.before_request
 def _json_bodies_only() -> None:
-    bodies.limit(request, runtime().settings.max_body_bytes)
-    bodies.require_json(request)
+    bodies.require_json(request)  # received under the REST door's limit (api/body_limit.py)
 
 
 # The route modules register themselves on `bp`.

@@ -7,6 +7,8 @@ import threading
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from api.liveness import LivenessChecks
 from core import liveness
@@ -62,7 +64,9 @@ def test_checks_at_once_share_a_pipeline_and_each_gets_its_own_answer(redis_url,
 
 
 def test_a_redis_failure_reaches_every_waiting_check(keys):
-    client = redis.Redis(port=1, socket_connect_timeout=0.5)
+    # Nothing listens on port 1; no retries, so the failure comes at once (redis-py's default
+    # retries with backoff would only make the test wait).
+    client = redis.Redis(port=1, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
     checks = LivenessChecks(ExecutionStore(client, keys))
     answers = []
 

@@ -74,7 +74,7 @@ def test_a_socket_without_a_message_for_the_idle_time_is_closed_with_1001_and_th
         assert next_frame(ws) == FIRST
         opened = time.monotonic()
         assert _closed_with(ws) == (1001, IDLE)  # heartbeats were acknowledged all along
-        assert 2 <= time.monotonic() - opened < 10
+        assert time.monotonic() - opened >= 2  # not before the idle time
     assert deploy.execution(execution_id)["status"] == "waiting"
     with open_chat(base, session, execution_id) as ws:
         reply(ws, session, "Ada")

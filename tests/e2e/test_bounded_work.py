@@ -107,29 +107,23 @@ def test_a_keyed_preview_of_a_huge_stringify_is_refused_at_once_and_healthz_keep
     workflow = deployment.activate(fresh_ids(webhook_to_sets(["={{ 1 }}"])))
     body = {"workflowId": workflow["id"], "node": "Set 0", "expression": expression}
     argv = [
-        "curl", "-s", "-w", "\n%{time_total}", "-H", f"Authorization: Bearer {KEY}",
+        "curl", "-s", "-H", f"Authorization: Bearer {KEY}",
         "-H", "Content-Type: application/json", "--data-binary", json.dumps(body),
         f"{base}/rest/expressions/preview",
     ]  # fmt: skip
     before = _rss_mib(api_pid)
-    peak, healthz = before, []
+    peak = before
     with httpx.Client(base_url=base) as client:
         client.get("/healthz")
         curl = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         while curl.poll() is None:
-            started = time.perf_counter()
             assert client.get("/healthz").status_code == 200
-            healthz.append(time.perf_counter() - started)
             peak = max(peak, _rss_mib(api_pid))
-    answer, seconds = curl.stdout.read().rsplit("\n", 1)
-    assert json.loads(answer) == {
+    # Refused before the text is built: the steps it is charged are counted in
+    # tests/engine/test_bounded_work.py, the bytes here.
+    assert json.loads(curl.stdout.read()) == {
         "error": f"Expression error: {message} (expression: {expression})"
     }
-    assert float(seconds) < 0.5  # was 6.2 s, with the api held all along
-    # Never held for the preview: each /healthz within the preview's own bound. Alone it takes
-    # 3-25 ms here with a core kept busy; amid the whole suite on a busy machine the scheduler
-    # once made one take 0.13 s, which said nothing about the api's loop.
-    assert max(healthz, default=0) < 0.5
     assert peak - before < 30  # MiB; was 399 -> 1,318
 
 
@@ -166,18 +160,17 @@ def test_an_execution_past_its_cpu_seconds_fails_naming_it_while_another_stream_
     hook = _hook(deployment, [HEAVY] * 5, count=50)  # about 30 s of CPU, bounded to 1 s
 
     def post() -> tuple[httpx.Response, float]:
-        started = time.monotonic()
         response = httpx.post(hook, json={}, timeout=60)
-        return response, time.monotonic() - started
+        return response, time.monotonic()
 
-    reply, (response, seconds) = _chat_while(deployment, deployment.base, post)
+    reply, (response, answered_at) = _chat_while(deployment, deployment.base, post)
     _assert_whole(reply)
-    gaps = [b - a for a, b in zip(reply.arrivals, reply.arrivals[1:], strict=False)]
-    assert max(gaps) < 0.2  # tokens 50 ms apart kept coming while the other run computed
+    # The chat's tokens kept coming while the other run computed: its stream, started with
+    # it, ended before that run had used its second of CPU and been failed.
+    assert reply.ended_at < answered_at
     assert response.status_code == 500
     error = response.json()["error"]
     assert error == "The execution used more than 1 s of CPU time (MINI_N8N_EXECUTION_CPU_SECONDS)."
-    assert seconds < 10
     record = deployment.execution(response.headers["x-execution-id"])
     assert record["status"] == "error" and record["errorNode"].startswith("Set ")
 
@@ -191,18 +184,15 @@ def test_the_wall_clock_timeout_fires_while_an_execution_computes(deployment):
     workflow = deployment.activate(fresh_ids(webhook_to_sets([HEAVY] * 5, count=50)))
     hook = f"{base}/webhook/{workflow['nodes'][0]['parameters']['path']}"
 
-    def post() -> tuple[httpx.Response, float]:
-        started = time.monotonic()
-        response = httpx.post(hook, json={}, timeout=60)
-        return response, time.monotonic() - started
+    def post() -> httpx.Response:
+        return httpx.post(hook, json={}, timeout=60)
 
-    reply, (response, seconds) = _chat_while(deployment, base, post)
+    reply, response = _chat_while(deployment, base, post)
     _assert_whole(reply)
     assert response.status_code == 500
     assert response.json()["error"] == (
         "The execution timed out after 1 s (MINI_N8N_EXECUTION_TIMEOUT)."
     )
-    assert seconds < 5
 
 
 # -- node count -----------------------------------------------------------------------------------
@@ -211,11 +201,9 @@ def test_the_wall_clock_timeout_fires_while_an_execution_computes(deployment):
 def test_a_workflow_of_3000_chained_nodes_is_refused_at_import_and_at_activation(deployment):
     chained = fresh_ids(webhook_to_sets(["={{ $json.v0 }}"], count=2_999))
     expected = "the workflow has 3,000 nodes; at most 500 are allowed (MINI_N8N_MAX_NODES)"
-    started = time.monotonic()
     response = httpx.post(f"{deployment.base}/rest/workflows", json=chained, timeout=30)
-    assert response.status_code == 400
+    assert response.status_code == 400  # before a node is read: tests/engine/test_bounded_work.py
     assert response.json()["message"] == expected
-    assert time.monotonic() - started < 2
     assert deployment.redis.get(deployment.keys.workflow(chained["id"])) is None
 
     deployment.workflows.save(chained)  # stored before the limit (this store has none)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import time
 
 import httpx
 
@@ -52,7 +51,7 @@ def test_plain_webhook_answers_with_the_last_nodes_json(deployment):
 
 
 def test_on_received_answers_before_the_run_ends(deployment):
-    slow = with_model_delay(example(REDIS_CHAT), 100)
+    slow = with_model_delay(example(REDIS_CHAT), 300)
     workflow = fresh_ids(slow)
     trigger = next(n for n in workflow["nodes"] if n["type"].endswith("chatTrigger"))
     trigger["type"] = "n8n-nodes-base.webhook"  # the Webhook trigger has onReceived
@@ -74,19 +73,17 @@ def test_on_received_answers_before_the_run_ends(deployment):
         c for c in conns if c["node"] == "AI Agent"
     ]
     deployment.activate(workflow)
-    started = time.monotonic()
     response = httpx.post(
         f"{deployment.base}/webhook/later-{workflow['id']}",
         json={"sessionId": "s-later", "chatInput": "What is 19 * 23?"},
         timeout=30,
     )
-    answered = time.monotonic() - started
     assert response.status_code == 200
     body = response.json()
     assert body["message"] == "Workflow was started"
     record = deployment.execution(body["executionId"])
-    assert record["status"] in ("new", "running")  # 7 tokens at 100 ms: the run takes ~0.6 s
-    assert answered < 0.5
+    # Answered before the run ended: 7 tokens 300 ms apart keep it running for 2 s at least.
+    assert record["status"] in ("new", "running")
 
 
 def test_tokens_arrive_incrementally_with_a_slow_model(deployment):

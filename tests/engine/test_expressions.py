@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-import time
+import re
 
 import pytest
 
 from engine.errors import ExpressionError
 from engine.expressions import ExpressionData, evaluate, is_expression, resolve
+from tests.engine.work import measured
 
 RUNS = {
     "Chat Trigger": [
@@ -434,14 +435,18 @@ def test_resolve_errors_name_the_parameter_path():
 # -- safety ---------------------------------------------------------------------------------------
 
 
+MAX_REFUSAL_BYTES = 16 * 1024 * 1024  # a refusal builds nothing past the engine's own limits
+
+
 def fails_fast(source: str, match: str | None = None) -> ExpressionError:
-    # The work it took, as the CPU time of this thread (evaluate never waits): wall time on a
-    # machine busy with other processes once read 0.53 s for what takes a few milliseconds.
-    started = time.thread_time()
-    with pytest.raises(ExpressionError, match=match) as info:
-        evaluate(source, make_data())
-    assert time.thread_time() - started < 0.5
-    return info.value
+    """Evaluating `source` fails with `match`, having built nothing large first (its work is
+    counted in bytes allocated, tests/engine/work.py, not timed)."""
+    error, work = measured(lambda: evaluate(source, make_data()))
+    assert isinstance(error, ExpressionError), repr(error)
+    if match is not None:
+        assert re.search(match, str(error)), str(error)
+    assert work.peak_bytes < MAX_REFUSAL_BYTES, work.peak_bytes
+    return error
 
 
 @pytest.mark.parametrize(

@@ -1,18 +1,24 @@
 """Hostile input: request data in expressions and model-written Calculator input stay cheap, and
-every failure is a readable error, never a Python exception."""
+every failure is a readable error, never a Python exception.
+
+Cheap is asserted by the size of the input, not by a clock: each hostile text is a megabyte (or
+the size that once took minutes), so a step that is not linear in it would run for hours, and
+the test could only end by the suite's timeout, which is there to keep a failure from hanging.
+How long each case takes is printed by bench/hostile_input.py. Work the evaluator is charged
+for is counted in its own steps."""
 
 from __future__ import annotations
 
 import copy
 import math
 import sys
-import time
 
 import pytest
 
 from engine import expression_values as js
 from engine.errors import ExpressionError
 from engine.executor import run_workflow
+from engine.expression_budget import MAX_STEPS, text_cost
 from engine.expressions import ExpressionData, evaluate
 from engine.nodes import tool_calculator
 from engine.nodes.tool_calculator import Calculator, calculate
@@ -21,13 +27,6 @@ from tests.workflows import GREETING, example, node
 
 MEGABYTE = 1_000_000
 NESTED = "the expression is nested too deeply (at most 100 levels)"
-
-
-def cpu_seconds(fn, *args, **kwargs):
-    """(result, CPU seconds): process time, so a busy machine does not fail the test."""
-    start = time.process_time()
-    result = fn(*args, **kwargs)
-    return result, time.process_time() - start
 
 
 def ev(source: str, **json):
@@ -43,17 +42,17 @@ def same(actual, expected) -> bool:
 # -- 1. number conversion is linear ---------------------------------------------------------------
 
 
-def test_a_webhook_to_set_workflow_doubles_a_15kb_numeric_string_in_under_100ms_cpu():
+def test_a_webhook_to_set_workflow_doubles_a_megabyte_numeric_string():
     data = copy.deepcopy(example(GREETING))
     node(data, "Edit Fields")["parameters"]["assignments"]["assignments"] = [
         {"id": "1", "name": "twice", "value": "={{ $json.body.qty * 2 }}", "type": "number"}
     ]
     workflow = load_workflow(data)
-    item = {"json": {"body": {"qty": "1" * 15_000 + "x"}}}
-    run, seconds = cpu_seconds(run_workflow, workflow, [item])
+    # A number regex that backtracks quadratically took seconds on 15 KB: hours on this.
+    item = {"json": {"body": {"qty": "1" * MEGABYTE + "x"}}}
+    run = run_workflow(workflow, [item])
     assert run.status == "success", run.error
     assert math.isnan(run.first_json()["twice"])
-    assert seconds < 0.1  # was 9.3 s: the number regex backtracked quadratically
 
 
 @pytest.mark.parametrize(
@@ -68,17 +67,14 @@ def test_a_webhook_to_set_workflow_doubles_a_15kb_numeric_string_in_under_100ms_
         ("0x" + "f" * MEGABYTE, math.inf),
     ],
 )
-def test_number_conversion_of_a_megabyte_numeric_string_takes_under_100ms_cpu(text, expected):
-    result, seconds = cpu_seconds(ev, "={{ $json.qty * 2 }}", qty=text)
-    assert same(result, expected)
-    assert seconds < 0.1
+def test_number_conversion_of_a_megabyte_numeric_string(text, expected):
+    assert same(ev("={{ $json.qty * 2 }}", qty=text), expected)
 
 
-def test_parse_float_and_parse_int_of_a_megabyte_of_digits_take_under_100ms_cpu():
+def test_parse_float_and_parse_int_of_a_megabyte_of_digits():
     digits = "1" * MEGABYTE + "x"
-    result, seconds = cpu_seconds(ev, "={{ [parseFloat($json.d), parseInt($json.d)] }}", d=digits)
+    result = ev("={{ [parseFloat($json.d), parseInt($json.d)] }}", d=digits)
     assert result == [math.inf, math.inf]
-    assert seconds < 0.1
 
 
 @pytest.mark.parametrize(
@@ -139,12 +135,10 @@ def test_number_literals_use_ascii_digits_only():
     assert ev("={{ $json.a['²'] }}", a={"²": 1}) == 1  # a key, not an index
 
 
-def test_last_index_of_a_long_repetitive_pattern_takes_under_100ms_cpu():
-    result, seconds = cpu_seconds(
-        ev, "={{ $json.s.lastIndexOf($json.p) }}", s="a" * MEGABYTE, p="ab" + "a" * 500_000
-    )
-    assert result == -1
-    assert seconds < 0.1  # str.rfind is quadratic here: about a minute
+def test_last_index_of_a_long_repetitive_pattern():
+    # str.rfind is quadratic on these: about a minute for half their size.
+    source = "={{ $json.s.lastIndexOf($json.p) }}"
+    assert ev(source, s="a" * 2 * MEGABYTE, p="ab" + "a" * MEGABYTE) == -1
 
 
 @pytest.mark.parametrize(
@@ -154,21 +148,28 @@ def test_last_index_of_finds_the_last_occurrence(source, expected):
     assert ev("={{ " + source + " }}") == expected
 
 
-def test_converting_a_big_string_many_times_runs_into_the_step_budget():
+def test_converting_a_big_string_many_times_runs_into_the_step_budget(monkeypatch):
+    conversions = []  # operations that read the megabyte
+    binary = js.binary
+
+    def counted(op, a, b):
+        conversions.extend(x for x in (a, b) if isinstance(x, str) and len(x) == MEGABYTE)
+        return binary(op, a, b)
+
+    monkeypatch.setattr(js, "binary", counted)
     source = "={{ " + " + ".join(["$json.q * 1"] * 500) + " }}"
-    start = time.process_time()
     with pytest.raises(ExpressionError, match="step limit"):
         ev(source, q="1" * MEGABYTE)
-    assert time.process_time() - start < 0.5
+    # Each conversion is charged for reading the whole megabyte before it happens.
+    assert 0 < len(conversions) <= MAX_STEPS // text_cost(MEGABYTE)
 
 
 # -- 2. every calculator function is bounded ------------------------------------------------------
 
 
-def test_calculator_round_with_a_huge_negative_precision_is_refused_quickly():
-    answer, seconds = cpu_seconds(Calculator().call, {"input": "round(5, -10**7)"})
+def test_calculator_round_with_a_huge_negative_precision_is_refused_before_computing_it():
+    answer = Calculator().call({"input": "round(5, -10**7)"})  # 10**10_000_000 took minutes
     assert answer == "Error: round() takes a whole number of digits between -308 and 308"
-    assert seconds < 0.1  # computed 10**10_000_000 for minutes
 
 
 @pytest.mark.parametrize(
@@ -219,16 +220,12 @@ def test_calculator_refuses_bad_arguments_with_a_readable_message(expression, me
         "1e999",
     ],
 )
-def test_calculator_refuses_huge_numbers_quickly(expression):
-    result, seconds = cpu_seconds(Calculator().call, {"input": expression})
-    assert result == "Error: the result is too large"
-    assert seconds < 0.1
+def test_calculator_refuses_huge_numbers(expression):
+    assert Calculator().call({"input": expression}) == "Error: the result is too large"
 
 
 def test_calculator_refuses_huge_exponents_before_computing_them():
-    result, seconds = cpu_seconds(Calculator().call, {"input": "2^1001"})
-    assert result == "Error: exponent too large"
-    assert seconds < 0.1
+    assert Calculator().call({"input": "2^1001"}) == "Error: exponent too large"
 
 
 def test_calculator_keeps_exact_integer_powers():
@@ -327,11 +324,13 @@ def test_calculator_input_with_a_lone_surrogate_is_a_parse_error():
 # -- the mock model reads user text too -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["1" * 100_000 + " x", "1 " * 50_000, "9" * 20_000 + "+"])
-def test_the_mock_model_reads_100kb_of_digits_in_under_100ms_cpu(text):
+@pytest.mark.parametrize(
+    "text", ["1" * MEGABYTE + " x", "1 " * (MEGABYTE // 2), "9" * MEGABYTE + "+"]
+)
+def test_the_mock_model_reads_a_megabyte_of_digits(text):
     from engine.nodes.lm_chat_mock import answer
     from memory.messages import ChatMessage
 
-    reply, seconds = cpu_seconds(answer, [ChatMessage("human", text)], [Calculator()])
+    # 20,000 digits took 28 s while the arithmetic pattern backtracked: hours for these.
+    reply = answer([ChatMessage("human", text)], [Calculator()])
     assert reply.content or reply.tool_calls
-    assert seconds < 0.1  # 20,000 digits took 28 s: the arithmetic pattern backtracked
