@@ -20,6 +20,11 @@ LOCK_VENV := .venv-lock
 UPGRADE_VENV := .venv-upgrade
 LOCK_HEADER := \# Written by make lock from pyproject.toml (pip freeze of a clean virtualenv): do not edit.
 
+# The suite spends most of its time waiting on the processes it starts, so `make test` runs its
+# files on three processes (pytest-xdist), a file's tests on one of them, in order, sharing the
+# file's fixtures. `make test PARALLEL=` runs them one after another.
+PARALLEL ?= -n 3 --dist loadfile
+
 .PHONY: up test test-fast test-upgrade lint format bench lock clean
 
 up: $(STAMP_RUN)
@@ -37,7 +42,7 @@ test: $(STAMP_TEST)
 	scripts/ensure-rabbitmq
 	scripts/ensure-nginx
 	scripts/ensure-nftables
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PARALLEL)
 
 # The packages' own tests only (no api, worker, browser or compose started): under a minute.
 test-fast: $(STAMP_TEST)
