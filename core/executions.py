@@ -178,9 +178,12 @@ return {1, claim_it()}
 #       9 execution id, 10/11 turn key prefix/suffix, 12 confirm ms,
 #       13 successor record ('' = none), 14 its id, 15 queue timeout ms, 16 now ms,
 #       17 queue deadline ms, 18 a reap's evidence: a worker connection that is gone
-#       (core/presence.py; '' = none), 19 the successor's history member ('' = none), 20 where
-#       the memory turns' keys begin in KEYS ('' = none: they are the last KEYS), 21... the
-#       turns (core/memory_turns.py)
+#       (core/presence.py; '' = none), 19 the successor's history member ('' = none), 20 the
+#       final event as sent when replies it never took start the session's next execution
+#       ('' = none), 21 the `next` event naming the successor ('' = none), 22 where the memory
+#       turns' keys begin in KEYS ('' = none: they are the last KEYS), 23... the turns
+#       (core/memory_turns.py). Every event comes encoded (core/events.py): the script only
+#       chooses which to publish.
 # Returns {outcome, successor, leftover replies...}: outcome ok, already, refused, alive,
 # suspect; successor its id when this step started it with the leftovers (then the first
 # leftover is the message it starts with, the others are its replies already).
@@ -231,7 +234,7 @@ else
 end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8], KEYS[10])
-if ARGV[20] ~= '' then write_turns(tonumber(ARGV[20]), 21) end
+if ARGV[22] ~= '' then write_turns(tonumber(ARGV[22]), 23) end
 -- Replies it never took go to whoever finishes it: the session's next execution starts with
 -- them. A reap leaves them for its worker, should that worker finish it after all.
 local leftovers = {}
@@ -258,11 +261,9 @@ end
 if ARGV[5] ~= '' then
   local event = ARGV[5]
   -- Replies it never took start the session's next execution: its chat socket will follow.
-  if #leftovers > 0 then event = string.sub(event, 1, -3) .. ',"continues":true}}' end
+  if #leftovers > 0 then event = ARGV[20] end
   redis.call(ARGV[6], KEYS[7], event)
-  if successor ~= '' then
-    redis.call(ARGV[6], KEYS[7], '{"next":{"executionId":"' .. successor .. '"}}')
-  end
+  if successor ~= '' then redis.call(ARGV[6], KEYS[7], ARGV[21]) end
 end
 if KEYS[11] then
   redis.call('ZREM', KEYS[11], ARGV[9])
@@ -764,8 +765,7 @@ class ExecutionStore:
         final event (`event`, or a control event of `result`), drop what kept it alive, and hand
         its session's turn on."""
         execution_id = current.id
-        if result is not None:
-            event = events.encode(events.done(result.to_json()))
+        event, continued = _final_events(result, event, reap)
         keys = [
             self.keys.execution(execution_id),
             self.keys.execution_lease(execution_id),
@@ -813,6 +813,8 @@ class ExecutionStore:
             now + self.queue_timeout_ms,
             gone,
             "" if successor is None else history_member(successor.id, successor.workflow_id),
+            continued,
+            "" if successor is None else events.encode(events.next_execution(successor.id)),
             "",
         ]
         append_turns(keys, args, turns, self.cluster)
@@ -825,6 +827,20 @@ class ExecutionStore:
             if line:
                 self.lines.leave(line, execution_id)
         return Ended(outcome, leftovers, successor if started else None)
+
+
+def _final_events(result: FinalResult | None, event: str, reap: bool) -> tuple[str, str]:
+    """An end's final event (`event`, or the control event of `result`; '' = none) and the
+    same event saying the conversation continues (`continues`), which the end publishes when
+    replies it never took start the session's next execution (never after a reap)."""
+    if result is not None:
+        done = events.done(result.to_json())
+        event = events.encode(done)
+    elif event:
+        done = events.decode(event)
+    else:
+        return "", ""
+    return event, "" if reap else events.encode(events.continuing(done))
 
 
 def _decoded(raw: str | bytes | None) -> ExecutionRecord | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core import events
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
@@ -32,14 +33,13 @@ from core.redis_clients import publish_command
 from core.results import FinalResult
 
 # KEYS: message list, event channel (one slot in a cluster). ARGV: message JSON (an object),
-# ttl s, the publish command (SPUBLISH in a cluster). Returns the message's index. The event is
-# put together as text: the script never decodes what a user wrote.
+# ttl s, the publish command (SPUBLISH in a cluster), the encoded event before and after its
+# index (core/events.py `message_around_n`). Returns the message's index, which the script
+# learns as it appends the message and writes between the event's halves.
 _SEND = """
 local n = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-local fields = string.sub(ARGV[1], 2)
-if fields == '}' then fields = '' else fields = ',' .. fields end
-redis.call(ARGV[3], KEYS[2], '{"message":{"n":' .. n .. fields .. '}')
+redis.call(ARGV[3], KEYS[2], ARGV[4] .. n .. ARGV[5])
 return n
 """
 
@@ -70,7 +70,8 @@ class WaitingStore:
             self.keys.execution_messages(execution_id),
             self.keys.execution_events(execution_id),
         ]
-        args = [dumps(message), self.store.ttl, publish_command(self.client)]
+        head, tail = events.message_around_n(message)
+        args = [dumps(message), self.store.ttl, publish_command(self.client), head, tail]
         return int(self._send(keys=keys, args=args))
 
     def messages(self, execution_id: str, start: int = 0) -> list[dict[str, Any]]:
