@@ -25,10 +25,10 @@ import json
 from typing import Any
 
 from core import events
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
-from core.jsontext import dumps
 from core.redis_clients import publish_command
 from core.results import FinalResult
 
@@ -64,20 +64,20 @@ class WaitingStore:
         self._delivered = self.client.register_script(_DELIVERED)
 
     # --- messages -------------------------------------------------------------------------
-    def send_message(self, execution_id: str, message: dict[str, Any]) -> int:
-        """Append a Chat node's message ({"text", "wait", "node", ...}) and publish it."""
+    def send_message(self, execution_id: str, message: ChatNodeMessage) -> int:
+        """Append a Chat node's message and publish it; its index in the list."""
         keys = [
             self.keys.execution_messages(execution_id),
             self.keys.execution_events(execution_id),
         ]
-        head, tail = events.message_around_n(message)
-        args = [dumps(message), self.store.ttl, publish_command(self.client), head, tail]
+        head, tail = events.message_around_n(message.to_json())
+        args = [message.encode(), self.store.ttl, publish_command(self.client), head, tail]
         return int(self._send(keys=keys, args=args))
 
-    def messages(self, execution_id: str, start: int = 0) -> list[dict[str, Any]]:
+    def messages(self, execution_id: str, start: int = 0) -> list[ChatNodeMessage]:
         """The messages from index `start` on, each with its index `n`."""
         raws = self.client.lrange(self.keys.execution_messages(execution_id), start, -1)
-        return [{**json.loads(raw), "n": start + i} for i, raw in enumerate(raws)]
+        return [ChatNodeMessage.decode(raw, start + i) for i, raw in enumerate(raws)]
 
     def delivered(self, execution_id: str) -> int:
         return int(self.client.get(self.keys.execution_delivered(execution_id)) or 0)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core import events, liveness
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.events import Kind
 from core.execution_record import ExecutionRecord, Status
@@ -128,21 +129,16 @@ def test_each_control_end_publishes_its_result(store, keys, redis_client, monkey
 
 def test_a_chat_message_is_published_with_its_index(store, keys, redis_client):
     waits = WaitingStore(store)
-    texts = ["one", 'two \ud800 "}', ""]
+    sent = [ChatNodeMessage(text, False, "Chat", 0, 1.5) for text in ("one", 'two \ud800 "}', "")]
+    sent.append(ChatNodeMessage("{}", True))
 
     def send() -> None:
-        for text in texts:
-            waits.send_message("e1", {"text": text, "wait": False, "node": "Chat"})
-        waits.send_message("e1", {})
+        for message in sent:
+            waits.send_message("e1", message)
 
     got = published(redis_client, keys.execution_events("e1"), send)
-    assert got == [
-        *(
-            events.message({"n": n, "text": t, "wait": False, "node": "Chat"})
-            for n, t in enumerate(texts)
-        ),  # fmt: skip
-        events.message({"n": 3}),
-    ]
+    assert got == [events.message(m.numbered(n).to_json()) for n, m in enumerate(sent)]
+    assert [ChatNodeMessage.from_json(e.body) for e in got] == waits.messages("e1")
 
 
 def test_a_kept_event_is_published_and_kept_as_given(keys, redis_client):
