@@ -32,8 +32,8 @@ from api.errors import ApiError
 from api.launcher import LaunchError
 from api.runtime import runtime
 from core.chat_node_message import Approval
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import Reply
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings

@@ -1,6 +1,6 @@
 """Conversations inside one execution (responseNodes mode, Chat node), in Redis: what the
 workers and the api processes share of them. The transitions themselves (a Chat node waits, a
-reply resumes it) are in core/executions.py.
+reply resumes it) are in core/execution_transitions.py.
 
 Keys (core/keys.py): `execution:<id>:resume` (where it resumes), `execution:<id>:messages` (the
 messages sent, in order), `execution:<id>:delivered` (how many of them a chat socket wrote),

@@ -2,7 +2,7 @@
 publish each Chat-node message, let an execution that waits for its user's reply go (its state
 saved in Redis, no worker slot held), and continue a resumed one from that state.
 
-A reply that came before the Chat node waited is already queued for it (core/executions.py
+A reply that came before the Chat node waited is already queued for it (core/execution_transitions.py
 `reply`): the pause takes it instead, and the execution goes on here at once. So no message of
 the session is ever refused or run beside the conversation, however quick.
 

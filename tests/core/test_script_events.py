@@ -170,6 +170,6 @@ def lua_scripts() -> dict[str, str]:
 def test_no_script_puts_json_together():
     """Patterns read a record's header; nothing a script writes is JSON of its own."""
     scripts = lua_scripts()
-    assert {"executions._END", "waiting._SEND", "replay.PUBLISH_KEPT"} <= scripts.keys()
+    assert {"end_script.END", "waiting._SEND", "replay.PUBLISH_KEPT"} <= scripts.keys()
     found = {name: _JSON_IN_LUA.findall(text) for name, text in scripts.items()}
     assert {name: literals for name, literals in found.items() if literals} == {}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from core import events
 from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import ExecutionStore, Reply
+from core.executions import ExecutionStore
 from core.stops import request_stop
 from core.waiting import EXPIRED, WaitingStore
 
