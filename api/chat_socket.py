@@ -62,6 +62,7 @@ from api.relay import RelayError, Stream
 from api.runtime import runtime
 from api.waiting_webhook import absolute_links
 from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
+from core.chat_node_message import ChatNodeMessage
 from core.events import Event, Kind
 from core.execution_record import ExecutionRecord, Status
 from core.jsontext import dumps
@@ -378,7 +379,7 @@ class ChatConnection:
     def _relayed(self, event: Event) -> bool:
         """One event of the execution; False once the socket is done."""
         if event.kind == Kind.MESSAGE:
-            self._message(event.body)
+            self._message(ChatNodeMessage.from_json(event.body))
         elif event.kind == Kind.DONE:
             self._write_pending()
             result = FinalResult.from_json(event.body)
@@ -437,14 +438,14 @@ class ChatConnection:
         limit = self.rt.settings.chat_heartbeat_timeout_seconds
         return since is not None and time.monotonic() - since >= limit
 
-    def _message(self, body: dict[str, Any]) -> None:
-        n = body.get("n")
-        if not isinstance(n, int) or n < self.next_n:
+    def _message(self, message: ChatNodeMessage) -> None:
+        n = message.n
+        if n is None or n < self.next_n:
             return  # written already (replayed from the list)
         if n > self.next_n:
             self._write_pending()  # fill a gap from the list, which holds every message
             return
-        self._write(body)
+        self._write(message)
 
     def _write_pending(self) -> int:
         pending = self.waits.messages(self.execution_id, self.next_n)
@@ -452,16 +453,16 @@ class ChatConnection:
             self._write(message)
         return len(pending)
 
-    def _write(self, message: dict[str, Any]) -> None:
+    def _write(self, message: ChatNodeMessage) -> None:
         if self.awaiting:
             # The wait ended without a reply on this socket (a button, another door, its time
             # limit): n8n says so, and the widget stops treating its input as that reply.
             self.send(CONTINUE)
-        self.send(absolute_links(str(message.get("text", "")), self.base_url))
-        self.awaiting = bool(message.get("wait"))
+        self.send(absolute_links(message.text, self.base_url))
+        self.awaiting = message.wait
         if not self.awaiting:
             self.send(CONTINUE)
-        self.next_n = int(message["n"]) + 1
+        self.next_n = (message.n or 0) + 1
         # Redis full: the count goes with the next message's (a reconnect may show this again).
         with contextlib.suppress(redis.OutOfMemoryError):
             self.waits.mark_delivered(self.execution_id, self.next_n)

@@ -2,7 +2,7 @@
 POST answers at once with the execution id) and handing the user's messages to it.
 
 A session has at most one unfinished responseNodes execution, and every message of the session
-goes to it while it is unfinished, in order (core/executions.py `reply`):
+goes to it while it is unfinished, in order (core/execution_transitions.py `reply`):
 - it waits for a reply: the message resumes it (`waiting -> new`, compare-and-set, so exactly
   one message resumes one wait), and is enqueued like any execution: whichever worker takes it
   continues from the state in Redis;
@@ -23,8 +23,8 @@ from api import resume_tokens
 from api.errors import ApiError
 from api.launcher import LaunchError
 from core.answers import finished_text
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord
-from core.executions import Reply
 from core.waiting import WaitingStore
 
 # A message finds the session's conversation, which ends before the message reaches it, so it
@@ -39,7 +39,7 @@ class ReplyRefused(Exception):
 def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Response:
     """The POST of a Chat Trigger in responseNodes mode: the next reply of the session's
     unfinished conversation, or the start of a new one. The start itself checks again, in the
-    same step (core/executions.py `create`): two messages at once start one conversation."""
+    same step (core/execution_transitions.py `create`): two messages at once start one conversation."""
     current = unfinished_in_session(rt, workflow.id, session_id)
     for _ in range(JOIN_ATTEMPTS):
         if current is not None:

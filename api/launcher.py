@@ -16,8 +16,9 @@ from api.relay import Relay, Stream
 from api.task_sender import TaskSender
 from core import jsontext
 from core.clock import now_ms
+from core.execution_outcomes import NotSubscribed, RouteChanged
 from core.execution_record import ExecutionRecord
-from core.executions import ExecutionStore, NotSubscribed, RouteChanged
+from core.executions import ExecutionStore
 from core.keys import Keys
 from core.redis_errors import error_text
 from core.settings import Settings
@@ -177,7 +178,7 @@ class Launcher:
     def resume(self, record: ExecutionRecord, saved: dict[str, Any],
                reply: dict[str, Any] | None) -> None:  # fmt: skip
         """Enqueue the continuation of a waiting execution, already moved `waiting -> new`
-        (core/executions.py `reply`): whichever worker takes it continues the execution from
+        (core/execution_transitions.py `reply`): whichever worker takes it continues the execution from
         Redis, with the workflow version it started with (what its first task carried)."""
         payload = TaskPayload.resuming(record, saved, reply)
         try:

@@ -20,7 +20,7 @@ the waiting execution with `{"data": {"approved", "respondedAt"}}`, the node's o
 from __future__ import annotations
 
 import hmac
-import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
@@ -31,12 +31,11 @@ from api.cors import cors_headers
 from api.errors import ApiError
 from api.launcher import LaunchError
 from api.runtime import runtime
+from core.chat_node_message import Approval
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import Reply
-from core.jsontext import dumps
 from core.waiting import WaitingStore
 from core.workflow_store import WorkflowNotFound
-from engine.nodes.chat import WITH_BUTTONS
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 
 bp = Blueprint("waiting_webhook", __name__)
@@ -99,15 +98,11 @@ def issued(state: dict[str, Any], query: dict[str, str]) -> bool:
 def absolute_links(frame: str, base_url: str) -> str:
     """A Chat node's message with buttons, its links made absolute on `base_url` (the origin
     the chat client reached us by); any other frame as it is."""
-    if not frame.startswith('{"type":"' + WITH_BUTTONS):
+    approval = Approval.from_frame(frame)
+    if approval is None:
         return frame
-    try:
-        message = json.loads(frame)
-        for button in message["buttons"]:
-            button["link"] = urljoin(base_url, button["link"])
-    except (ValueError, KeyError, TypeError):
-        return frame
-    return dumps(message)
+    buttons = tuple(replace(b, link=urljoin(base_url, b.link)) for b in approval.buttons)
+    return replace(approval, buttons=buttons).frame()
 
 
 def _cors(rt, record: ExecutionRecord) -> dict[str, str]:

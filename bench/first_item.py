@@ -49,17 +49,17 @@ import redis
 from _common import pct, redis_server
 from cpu_per_message import ANSWER, EXPORT, MESSAGE, credentials_file
 
-from core import executions
+from core import execution_scripts
 from tests.e2e.deployment import Deployment, chat_url, fresh_ids
 from tests.fakes.openai_server import FakeOpenAI, start_fake_openai
 
 ROUNDS = 10  # the machine's speed drifts: each round compares the two modes close in time
 HOPS = ("to the model", "the model", "to the client", "first item")
 FINE = ("api in", "to the worker", "to the model", "the model", "to the publish", "to the client")
-CREATE = hashlib.sha1(executions._CREATE.encode()).hexdigest().encode()
+CREATE = hashlib.sha1(execution_scripts.CREATE.encode()).hexdigest().encode()
 CLAIMS = {
     hashlib.sha1(script.encode()).hexdigest().encode()
-    for script in (executions._CLAIM, executions._CLAIM_AT_TURN)
+    for script in (execution_scripts.CLAIM, execution_scripts.CLAIM_AT_TURN)
 }
 WALL = time.time() - time.monotonic()  # Redis stamps commands with the wall clock
 

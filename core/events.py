@@ -69,6 +69,9 @@ class EventError(ValueError):
     """A message on a channel that is not an event."""
 
 
+_MESSAGE_HEAD = '{"message":{"n":'
+
+
 def lines(text: str, items: int = 0, errors: int = 0, seq: int | None = None) -> Event:
     return Event(Kind.LINES, text, seq, items, errors)
 
@@ -83,6 +86,23 @@ def done(result: dict[str, Any], seq: int | None = None) -> Event:
 
 def message(body: dict[str, Any]) -> Event:
     return Event(Kind.MESSAGE, body)
+
+
+def continuing(final: Event) -> Event:
+    """The final event `final` (`done`) as sent when the session's conversation goes on in a
+    next execution, which its `next` event names."""
+    return Event(Kind.DONE, {**final.body, "continues": True}, final.seq)
+
+
+def message_around_n(body: dict[str, Any]) -> tuple[str, str]:
+    """The `message` event of `body` whose index `n` is not known yet (a script learns it as it
+    appends the message to its list): the encoded event before and after the index's digits.
+    The script puts the number between them and writes nothing else of the JSON."""
+    fields = {name: value for name, value in body.items() if name != "n"}
+    text = encode(message({"n": 0, **fields}))
+    if not text.startswith(_MESSAGE_HEAD + "0"):
+        raise EventError("a message event begins with its index")
+    return _MESSAGE_HEAD, text[len(_MESSAGE_HEAD) + 1 :]
 
 
 def next_execution(execution_id: str) -> Event:

@@ -18,7 +18,7 @@ restarted, when every lease has run out at once and the renewals queued behind t
 not run yet.
 
 `judge` is the rule in Python (the api's batched checks); LUA_JUDGE is the same rule inside the
-scripts (core/executions.py), which apply it atomically with the write that ends an execution.
+scripts (core/end_script.py), which apply it atomically with the write that ends an execution.
 tests/core/test_liveness.py holds the two to the same answers.
 """
 

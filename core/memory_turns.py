@@ -1,5 +1,5 @@
 """A chat-memory turn as Redis writes it, for the steps that write one together with how an
-execution ended (core/executions.py, core/waiting.py; memory/journal.py says why)."""
+execution ended (core/end_script.py, core/execution_scripts.py; memory/journal.py says why)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ LUA_WRITE_TURNS = """
 local function write_turns(first, at)
   local i = at
   for k = first, #KEYS do
-    local ttl, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    local seconds, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
     redis.call('LPUSH', KEYS[k], unpack(ARGV, i + 2, i + 1 + n))
-    if ttl > 0 then redis.call('EXPIRE', KEYS[k], ttl) end
+    if seconds > 0 then redis.call('EXPIRE', KEYS[k], seconds) end
     i = i + 2 + n
   end
 end

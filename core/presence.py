@@ -114,7 +114,7 @@ class Presence:
 
 def reap_the_dead(store, presence: Presence) -> None:
     """One look for gone workers (from any process): their executions reaped with the gone
-    connection as evidence (core/executions.py `reap`), and, once none is left unfinished,
+    connection as evidence (core/execution_reaping.py `reap`), and, once none is left unfinished,
     their presence withdrawn. What a worker holds is read from its presence and, since that is
     half a second old at worst, from the leases of the running ones."""
     gone = presence.gone()

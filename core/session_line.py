@@ -1,7 +1,7 @@
 """A chat session's line (`session:<workflowId>:<sessionId>`): its executions in arrival order,
 so they run one at a time (DESIGN invariant 4).
 
-An execution joins the line when it is created (core/executions.py `create`) and leaves it when
+An execution joins the line when it is created (core/execution_transitions.py `create`) and leaves it when
 it ends, waking the new head (`execution:<id>:turn`). A worker holding an execution that is not
 at the head waits for that wake-up, and looks again every second meanwhile: the line never keeps
 a dead head. Walking the line drops heads that ended (or whose record is gone); a head that looks

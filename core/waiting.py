@@ -1,6 +1,6 @@
 """Conversations inside one execution (responseNodes mode, Chat node), in Redis: what the
 workers and the api processes share of them. The transitions themselves (a Chat node waits, a
-reply resumes it) are in core/executions.py.
+reply resumes it) are in core/execution_transitions.py.
 
 Keys (core/keys.py): `execution:<id>:resume` (where it resumes), `execution:<id>:messages` (the
 messages sent, in order), `execution:<id>:delivered` (how many of them a chat socket wrote),
@@ -24,22 +24,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core import events
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
-from core.jsontext import dumps
 from core.redis_clients import publish_command
 from core.results import FinalResult
 
 # KEYS: message list, event channel (one slot in a cluster). ARGV: message JSON (an object),
-# ttl s, the publish command (SPUBLISH in a cluster). Returns the message's index. The event is
-# put together as text: the script never decodes what a user wrote.
+# ttl s, the publish command (SPUBLISH in a cluster), the encoded event before and after its
+# index (core/events.py `message_around_n`). Returns the message's index, which the script
+# learns as it appends the message and writes between the event's halves.
 _SEND = """
 local n = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-local fields = string.sub(ARGV[1], 2)
-if fields == '}' then fields = '' else fields = ',' .. fields end
-redis.call(ARGV[3], KEYS[2], '{"message":{"n":' .. n .. fields .. '}')
+redis.call(ARGV[3], KEYS[2], ARGV[4] .. n .. ARGV[5])
 return n
 """
 
@@ -64,19 +64,20 @@ class WaitingStore:
         self._delivered = self.client.register_script(_DELIVERED)
 
     # --- messages -------------------------------------------------------------------------
-    def send_message(self, execution_id: str, message: dict[str, Any]) -> int:
-        """Append a Chat node's message ({"text", "wait", "node", ...}) and publish it."""
+    def send_message(self, execution_id: str, message: ChatNodeMessage) -> int:
+        """Append a Chat node's message and publish it; its index in the list."""
         keys = [
             self.keys.execution_messages(execution_id),
             self.keys.execution_events(execution_id),
         ]
-        args = [dumps(message), self.store.ttl, publish_command(self.client)]
+        head, tail = events.message_around_n(message.to_json())
+        args = [message.encode(), self.store.ttl, publish_command(self.client), head, tail]
         return int(self._send(keys=keys, args=args))
 
-    def messages(self, execution_id: str, start: int = 0) -> list[dict[str, Any]]:
+    def messages(self, execution_id: str, start: int = 0) -> list[ChatNodeMessage]:
         """The messages from index `start` on, each with its index `n`."""
         raws = self.client.lrange(self.keys.execution_messages(execution_id), start, -1)
-        return [{**json.loads(raw), "n": start + i} for i, raw in enumerate(raws)]
+        return [ChatNodeMessage.decode(raw, start + i) for i, raw in enumerate(raws)]
 
     def delivered(self, execution_id: str) -> int:
         return int(self.client.get(self.keys.execution_delivered(execution_id)) or 0)

@@ -75,7 +75,7 @@ MAX_ROUTES = 1024
 class RouteCheck:
     """What a remembered route assumed: the webhooks hash maps `field` to `workflow_id`, whose
     stored JSON has this SHA-1 (`redis.sha1hex` in a script checks it where the execution is
-    created, in the same step: core/executions.py `create`)."""
+    created, in the same step: core/execution_transitions.py `create`)."""
 
     field: str
     workflow_id: str
@@ -314,7 +314,7 @@ class WorkflowStore:
 
 
 def _digest(raw: str) -> str:
-    """The SHA-1 Redis's `redis.sha1hex` gives the stored JSON (core/executions.py `create`)."""
+    """The SHA-1 Redis's `redis.sha1hex` gives the stored JSON (core/execution_transitions.py `create`)."""
     return hashlib.sha1(raw.encode()).hexdigest()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.redis_errors import error_text
 from engine.cpu import Checkpoints
@@ -195,13 +196,7 @@ class ExecuteContext(_NodeContext):
         self.execution.hooks.run("sendResponse", response)
 
     def send_message(self, text: str, wait: bool) -> None:
-        message = {
-            "text": text,
-            "wait": wait,
-            "node": self.node.name,
-            "runIndex": self.run_index,
-            "sentAt": time.time() * 1000,  # ms, fractional: what the latency bench measures from
-        }
+        message = ChatNodeMessage(text, wait, self.node.name, self.run_index, time.time() * 1000)
         self.execution.hooks.run("sendMessage", message)
 
     def resume_url(self, query: dict[str, str]) -> str:

@@ -16,7 +16,7 @@ HOOK_NAMES = (
     "nodeExecuteAfter",  # (execution, node_name, run_index, task_data)
     "sendChunk",  # (chunk)  one streamed chunk: {"type", "content"?, "metadata"}
     "sendResponse",  # (response)  a Respond to Webhook answer: {"status", "headers", "body"}
-    "sendMessage",  # (message)  a Chat node's message: {"text", "wait", "node", "runIndex"}
+    "sendMessage",  # (message)  a Chat node's message (core/chat_node_message.py)
 )
 
 

@@ -46,7 +46,7 @@ def run_file(
     )
     hooks = Hooks().add_handler("sendChunk", write)
     # A Chat node's message, as a line of its own (the CLI has no chat to reply from).
-    hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m["text"]}))
+    hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m.text}))
     run = run_workflow(
         workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
     )

@@ -7,7 +7,7 @@ its task carried and is dropped without running anything.
 
 From the moment it takes the task the worker keeps the execution alive with its lease (renewed
 by worker/leases.py): while it waits for its session's turn, while it runs. The end is one step
-(core/executions.py `finish`): once the outbox has published every chunk, the outcome is
+(core/execution_transitions.py `finish`): once the outbox has published every chunk, the outcome is
 recorded and the final event published together, and the lease dropped with them. Each Redis
 step is retried while Redis is briefly unreachable (core/retry.py); all of them are idempotent.
 """
@@ -27,8 +27,9 @@ import redis
 
 from core import events, jsontext
 from core.clock import now_ms
+from core.execution_outcomes import Claimed, Ended
 from core.execution_record import ExecutionRecord, Status, WorkerRef
-from core.executions import Claimed, Ended, ExecutionStore
+from core.executions import ExecutionStore
 from core.leases import LeaseStore
 from core.public_errors import public_chunk
 from core.redis_clients import publish

@@ -11,7 +11,7 @@ Two loops:
   interpreter every few milliseconds whatever the greenlets do.
 - **The watch** (a greenlet under gevent), twice a second, reaps the executions of workers whose
   process is gone (their heartbeat connection closed); once a second, what looks lost otherwise
-  (core/executions.py `reap`: an execution whose worker stopped renewing, or that no worker
+  (core/execution_reaping.py `reap`: an execution whose worker stopped renewing, or that no worker
   started within the queue timeout); it ends the waits whose time limit passed
   (core/waiting.py), and watches over a warm shutdown: it stops what outlives the grace period
   and ends the process once idle.

@@ -9,7 +9,7 @@ The messages are core.events: consecutive chunks become one numbered `lines` eve
 
 The final event is not published here: once everything before it is out (`flush`), the outbox
 numbers it (`final`) and the execution's end publishes it in the same step that records the
-outcome (core/executions.py `finish`). A channel's numbering is kept from its first event to its
+outcome (core/execution_transitions.py `finish`). A channel's numbering is kept from its first event to its
 final one, or until the execution leaves this worker otherwise (`forget`: it waits for a reply,
 and may resume on another worker, which numbers its events afresh), so nothing is kept for an
 execution that no longer runs here. While Redis is unreachable a batch is tried again, with

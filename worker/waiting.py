@@ -2,7 +2,7 @@
 publish each Chat-node message, let an execution that waits for its user's reply go (its state
 saved in Redis, no worker slot held), and continue a resumed one from that state.
 
-A reply that came before the Chat node waited is already queued for it (core/executions.py
+A reply that came before the Chat node waited is already queued for it (core/execution_transitions.py
 `reply`): the pause takes it instead, and the execution goes on here at once. So no message of
 the session is ever refused or run beside the conversation, however quick.
 
@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
@@ -44,7 +45,7 @@ class Conversations:
         self.outbox = outbox
         # A message that waits for a reply, held until its wait is recorded (execution id ->
         # message).
-        self._held: dict[str, dict[str, Any]] = {}
+        self._held: dict[str, ChatNodeMessage] = {}
 
     def attach(self, hooks: Hooks, payload: TaskPayload, record: ExecutionRecord) -> None:
         """Chat-node messages go to the execution's message list and channel (and, for a run
@@ -53,18 +54,18 @@ class Conversations:
         execution waiting."""
         execution_id = record.id
 
-        def send(message: dict[str, Any]) -> None:
-            if message.get("wait"):
+        def send(message: ChatNodeMessage) -> None:
+            if message.wait:
                 self._held[execution_id] = message
             else:
                 self._send(payload, execution_id, message)
 
         hooks.add_handler("sendMessage", send)
 
-    def _send(self, payload: TaskPayload, execution_id: str, message: dict[str, Any]) -> None:
+    def _send(self, payload: TaskPayload, execution_id: str, message: ChatNodeMessage) -> None:
         n = retrying(lambda: self.waiting.send_message(execution_id, message), "chat message", log)
         if payload.push_ref:
-            data = {"executionId": execution_id, "n": n, **message}
+            data = {"executionId": execution_id, **message.numbered(n).to_json()}
             self.outbox.event(self.keys.push(payload.push_ref), "chatMessage", data)
 
     def forget(self, execution_id: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from core.chat_node_message import Approval, Button
 from core.jsontext import dumps, well_formed
 from engine.description import FieldGroup, Input, NodeDescription, Option, Property
 from engine.errors import NodeExecutionError, WaitingForReply, WorkflowValidationError
@@ -41,7 +42,6 @@ UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
 SEND_AND_WAIT = "sendAndWait"
 APPROVAL = "approval"
 FREE_TEXT = "freeTextChat"
-WITH_BUTTONS = "with-buttons"
 
 _FROM_1_1 = {"@version": ({"_cnd": {"gte": 1.1}},)}
 _BEFORE_1_1 = {"@version": ({"_cnd": {"lt": 1.1}},)}
@@ -248,15 +248,16 @@ class Chat(NodeType):
         # An expression may produce a number or an object: sent as JSON text, as n8n would.
         # Well-formed text only: a chat socket's text frame is UTF-8, which cannot carry a lone
         # surrogate an expression may have built (requests cannot carry one).
-        text = well_formed(message if isinstance(message, str) else dumps(message))
+        text = well_formed(message if isinstance(message, str) else message.frame())
         if _memory_shown(ctx):
-            self._remember(ctx, ai(message if isinstance(message, str) else message["text"]))
+            self._remember(ctx, ai(message if isinstance(message, str) else message.text))
         if not _waits(ctx):
             ctx.send_message(text, False)
             return [_sent(ctx, text)]
         wait_till = _wait_till(ctx)
         ctx.send_message(text, True)
-        raise WaitingForReply([[{"json": {}, "sendMessage": message}]], wait_till)
+        sent = message if isinstance(message, str) else message.to_json()
+        raise WaitingForReply([[{"json": {}, "sendMessage": sent}]], wait_till)
 
     def resume(self, ctx: ExecuteFunctions, reply: Item) -> NodeOutput:
         answer = reply.get("json") or {}
@@ -328,40 +329,35 @@ def _memory_shown(ctx: ExecuteFunctions) -> bool:
     return bool(_options_of(ctx).get("memoryConnection")) and _response_type(ctx) != APPROVAL
 
 
-def _message(ctx: ExecuteFunctions) -> str | dict[str, Any]:
+def _message(ctx: ExecuteFunctions) -> str | Approval:
     """The text to send, or for an approval n8n's message with buttons."""
     message = ctx.get_parameter("message", "")
     # An expression may produce a number or an object: sent as JSON text, as n8n would.
     text = message if isinstance(message, str) else dumps(message)
     if _response_type(ctx) != APPROVAL:
         return text
-    return {
-        "type": WITH_BUTTONS,
-        "text": text,
-        "blockUserInput": bool(ctx.get_parameter("blockUserInput", False)),
-        "buttons": _buttons(ctx),
-    }
+    return Approval(text, bool(ctx.get_parameter("blockUserInput", False)), _buttons(ctx))
 
 
-def _buttons(ctx: ExecuteFunctions) -> list[dict[str, str]]:
+def _buttons(ctx: ExecuteFunctions) -> tuple[Button, ...]:
     """n8n's getSendAndWaitConfig order, reversed: Approve first, then Disapprove."""
     given = ctx.get_parameter("approvalOptions.values", {})
     # n8n fills a row's defaults in when it loads the workflow (an export leaves them out).
     values = {p.name: p.default for p in _APPROVAL_VALUES}
     values.update(given if isinstance(given, dict) else {})
-    approve = {
-        "text": _unescape(str(values.get("approveLabel") or "Approve")),
-        "link": ctx.resume_url({"approved": "true"}),
-        "type": str(values.get("buttonApprovalStyle") or "primary"),
-    }
+    approve = Button(
+        _unescape(str(values.get("approveLabel") or "Approve")),
+        ctx.resume_url({"approved": "true"}),
+        str(values.get("buttonApprovalStyle") or "primary"),
+    )
     if values.get("approvalType") != "double":
-        return [approve]
-    disapprove = {
-        "text": _unescape(str(values.get("disapproveLabel") or "Disapprove")),
-        "link": ctx.resume_url({"approved": "false"}),
-        "type": str(values.get("buttonDisapprovalStyle") or "secondary"),
-    }
-    return [approve, disapprove]
+        return (approve,)
+    disapprove = Button(
+        _unescape(str(values.get("disapproveLabel") or "Disapprove")),
+        ctx.resume_url({"approved": "false"}),
+        str(values.get("buttonDisapprovalStyle") or "secondary"),
+    )
+    return approve, disapprove
 
 
 _ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&#39;": "'", "&quot;": '"'}

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from core import events, liveness
+from core.execution_outcomes import Claimed, NotSubscribed, Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import Claimed, ExecutionStore, NotSubscribed, Reply
+from core.executions import ExecutionStore
 from core.leases import LeaseStore
 from core.memory_turns import TurnWrite
 from core.results import FinalResult

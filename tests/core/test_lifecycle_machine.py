@@ -30,8 +30,9 @@ from hypothesis.stateful import (
 )
 
 from core import liveness
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import ExecutionStore, Reply
+from core.executions import ExecutionStore
 from core.keys import Keys
 from core.leases import LeaseStore
 from core.stops import request_stop

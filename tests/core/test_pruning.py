@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
@@ -48,7 +49,7 @@ def finished(store: ExecutionStore, execution_id: str, at: int = 1, stopped: int
     """A successful execution created at `at` (see `created`) that stopped at `stopped` (now
     unless given), with a message sent (a key beside its record)."""
     claimed = running(store, execution_id, at)
-    WaitingStore(store).send_message(execution_id, {"text": "hi"})
+    WaitingStore(store).send_message(execution_id, ChatNodeMessage("hi", False))
     final = claimed.next(status=Status.SUCCESS, stopped_at=stopped or now_ms())
     assert store.finish(claimed, final, "").written
     return final

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.chat_node_message import ChatNodeMessage
 from core.execution_record import ExecutionRecord, Status
 from core.executions import ExecutionStore
 from core.results import FinalResult
@@ -87,7 +88,7 @@ def ended(store: ExecutionStore, status: Status = Status.SUCCESS, mode: str = "w
     store.create(record)
     running = record.next(status=Status.RUNNING, claim="t1")
     assert store.claim(record, running)
-    WaitingStore(store).send_message("e1", {"text": "hi"})
+    WaitingStore(store).send_message("e1", ChatNodeMessage("hi", False))
     store.client.set(store.keys.execution_token("e1"), "tok", ex=3600)
     run_data = {
         "Trigger": [{"data": {"main": [[{"json": {"chatInput": "x" * 2000}}]]}}],

@@ -5,9 +5,11 @@ once, and stopping a waiting execution cancels it."""
 from __future__ import annotations
 
 from core import events
+from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
+from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import ExecutionStore, Reply
+from core.executions import ExecutionStore
 from core.stops import request_stop
 from core.waiting import EXPIRED, WaitingStore
 
@@ -35,15 +37,15 @@ def _subscribed(redis_client, channel):
 def test_messages_are_listed_and_published_with_their_index(redis_client, keys):
     waits = WaitingStore(ExecutionStore(redis_client, keys))
     pubsub = _subscribed(redis_client, keys.execution_events("e1"))
-    assert waits.send_message("e1", {"text": "one", "wait": False}) == 0
-    assert waits.send_message("e1", {"text": 'two \ud800 "}', "wait": True}) == 1
+    assert waits.send_message("e1", ChatNodeMessage("one", False)) == 0
+    assert waits.send_message("e1", ChatNodeMessage('two \ud800 "}', True)) == 1
     published = [events.decode(pubsub.get_message(timeout=5)["data"]) for _ in range(2)]
     assert [(e.kind, e.body["n"], e.body["text"]) for e in published] == [
         (events.Kind.MESSAGE, 0, "one"),
         (events.Kind.MESSAGE, 1, 'two \ud800 "}'),
     ]
-    assert [m["text"] for m in waits.messages("e1", 1)] == ['two \ud800 "}']
-    assert waits.messages("e1", 1)[0]["n"] == 1
+    assert [m.text for m in waits.messages("e1", 1)] == ['two \ud800 "}']
+    assert waits.messages("e1", 1)[0].n == 1
     pubsub.close()
 
 

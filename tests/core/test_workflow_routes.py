@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import redis
 
+from core.execution_outcomes import RouteChanged
 from core.execution_record import ExecutionRecord
-from core.executions import ExecutionStore, RouteChanged
+from core.executions import ExecutionStore
 from core.workflow_store import WorkflowNotFound, WorkflowStore
 from engine.workflow import load_workflow
 from tests.e2e.deployment import fresh_ids

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.chat_node_message import ChatNodeMessage
 from engine.description import displayed, shown_values
 from engine.errors import WorkflowValidationError
 from engine.executor import run_workflow
@@ -31,19 +32,19 @@ def _run(workflow, messages, **kw):
 
 
 def test_a_waiting_chat_node_pauses_and_the_reply_resumes_it_from_plain_json_state():
-    messages: list[dict] = []
+    messages: list[ChatNodeMessage] = []
     first = _run(example(ASK_NAME), messages)
     assert first.status == "waiting"
-    assert [m["text"] for m in messages] == ["Hi! What is your name?"]
-    assert messages[0]["wait"] is True
+    assert [m.text for m in messages] == ["Hi! What is your name?"]
+    assert messages[0].wait is True
     assert first.run_data["Ask name"][0]["executionStatus"] == "waiting"
     state = json.loads(json.dumps(first.waiting))  # what Redis keeps
 
     reply = {"json": {"action": "sendMessage", "sessionId": "s1", "chatInput": "Ada", "files": []}}
     second = _run(example(ASK_NAME), messages, resume={"state": state, "reply": reply})
     assert second.status == "success"
-    assert [m["text"] for m in messages] == ["Hi! What is your name?", "Nice to meet you, Ada!"]
-    assert messages[1]["wait"] is False
+    assert [m.text for m in messages] == ["Hi! What is your name?", "Nice to meet you, Ada!"]
+    assert messages[1].wait is False
     assert second.run_data["Ask name"][0]["executionStatus"] == "success"
     assert second.run_data["Ask name"][0]["data"]["main"] == [[reply]]
     assert second.first_json() == reply["json"]  # Greet passes its input on: the reply
@@ -89,7 +90,7 @@ def test_a_chat_node_with_a_memory_connection_appends_its_message_and_the_reply_
     }
     memory = InProcessMemory()
     services = Services(simple_memory=memory)
-    messages: list[dict] = []
+    messages: list[ChatNodeMessage] = []
     first = _run(workflow, messages, services=services)
     reply = {"json": {"action": "sendMessage", "sessionId": "s1", "chatInput": "Ada"}}
     state = json.loads(json.dumps(first.waiting))
@@ -138,7 +139,7 @@ class Conversation:
 
     def __init__(self, workflow: dict):
         self.workflow = load_workflow(workflow)
-        self.messages: list[dict] = []
+        self.messages: list[ChatNodeMessage] = []
         self.hooks = Hooks().add_handler("sendMessage", self.messages.append)
         self.run = run_workflow(self.workflow, [HELLO], hooks=self.hooks, execution_id="e13")
 
@@ -153,7 +154,7 @@ class Conversation:
         return self.run.run_data[name][run_index]["data"]["main"][0]
 
     def texts(self) -> list[str]:
-        return [m["text"] for m in self.messages]
+        return [m.text for m in self.messages]
 
 
 def export_13() -> dict:
@@ -164,7 +165,7 @@ def test_an_n8n_1_3_export_sends_waits_for_text_then_for_a_button_as_n8n_does():
     chat = Conversation(export_13())
     assert chat.run.status == "waiting"
     assert chat.texts() == ["Welcome! This one does not wait.", "What is your name?"]
-    assert [m["wait"] for m in chat.messages] == [False, True]
+    assert [m.wait for m in chat.messages] == [False, True]
     # 1.3 send: n8n's chat service resumes it with the session and the node's own message.
     assert chat.output("Welcome") == [
         {
@@ -178,8 +179,8 @@ def test_an_n8n_1_3_export_sends_waits_for_text_then_for_a_button_as_n8n_does():
     chat.answer(n8n_reply("Ada"))
     assert chat.output("Ask name") == [n8n_reply("Ada")]
     assert chat.run.status == "waiting"
-    buttons = json.loads(chat.messages[-1]["text"])
-    assert chat.messages[-1]["wait"] is True
+    buttons = json.loads(chat.messages[-1].text)
+    assert chat.messages[-1].wait is True
     assert buttons["type"] == "with-buttons"
     assert buttons["text"] == "Shall I remember Ada?"
     assert buttons["blockUserInput"] is False
@@ -211,7 +212,7 @@ def test_a_declined_approval_goes_on_with_approved_false():
 def test_the_waiting_state_names_each_button_link_by_its_signature_and_query():
     chat = Conversation(export_13())
     chat.answer(n8n_reply("Ada"))
-    links = [b["link"] for b in json.loads(chat.messages[-1]["text"])["buttons"]]
+    links = [b["link"] for b in json.loads(chat.messages[-1].text)["buttons"]]
     signatures = [link.rsplit("signature=", 1)[1] for link in links]
     assert chat.run.waiting["nodeId"] == "c1a7f00d-5e1d-4b0a-9c3e-13aa00000660"
     assert chat.run.waiting["resumeLinks"] == {
@@ -263,7 +264,7 @@ ANSWER = {"sessionId": SESSION, "action": "sendMessage", "chatInput": "Ada"}
 )
 def test_a_chat_answer_gives_the_output_n8n_gives_for_that_version(version, parameters, output):
     chat = Conversation(one_chat_node(version, **parameters))
-    assert chat.messages[0]["wait"] is True
+    assert chat.messages[0].wait is True
     chat.answer(n8n_reply("Ada"))
     assert chat.output("Welcome") == [{"json": output}]
 
@@ -274,7 +275,7 @@ def test_a_chat_answer_gives_the_output_n8n_gives_for_that_version(version, para
 )
 def test_a_send_before_1_3_passes_its_input_on(version, parameters):
     chat = Conversation(one_chat_node(version, **parameters))
-    assert chat.messages[0] == {**chat.messages[0], "text": "Q?", "wait": False}
+    assert (chat.messages[0].text, chat.messages[0].wait) == ("Q?", False)
     assert chat.output("Welcome") == [HELLO]
     assert chat.texts() == ["Q?", "What is your name?"]  # it went on to the next node
 
@@ -290,12 +291,12 @@ def test_an_approval_by_button_gives_the_clicked_item_in_every_version():
 
 def test_one_approve_button_by_default_labelled_as_n8n_fills_it_in():
     chat = Conversation(one_chat_node(1.3, operation="sendAndWait", responseType="approval"))
-    assert json.loads(chat.messages[0]["text"])["buttons"][0]["text"] == "Approve"
+    assert json.loads(chat.messages[0].text)["buttons"][0]["text"] == "Approve"
     double = {"values": {"approvalType": "double", "approveLabel": "Go &amp; ship"}}
     chat = Conversation(
         one_chat_node(1.3, operation="sendAndWait", responseType="approval", approvalOptions=double)
     )
-    labels = [b["text"] for b in json.loads(chat.messages[0]["text"])["buttons"]]
+    labels = [b["text"] for b in json.loads(chat.messages[0].text)["buttons"]]
     assert labels == ["Go & ship", "Decline"]
 
 
@@ -303,7 +304,7 @@ def test_an_approval_that_blocks_user_input_keeps_waiting_through_a_chat_message
     chat = Conversation(
         one_chat_node(1.3, operation="sendAndWait", responseType="approval", blockUserInput=True)
     )
-    assert json.loads(chat.messages[0]["text"])["blockUserInput"] is True
+    assert json.loads(chat.messages[0].text)["blockUserInput"] is True
     chat.answer(n8n_reply("just text"))
     assert chat.run.status == "waiting"
     assert chat.run.run_data["Welcome"][0]["executionStatus"] == "waiting"
