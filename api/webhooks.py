@@ -21,7 +21,7 @@ from api.responses import (
     streaming_response,
 )
 from api.runtime import runtime
-from core.executions import RouteChanged
+from core.execution_outcomes import RouteChanged
 from core.workflow_store import WEBHOOK_METHODS, Route
 from engine.context import merged_parameters
 from engine.nodes.chat_trigger import ChatTrigger

@@ -36,11 +36,7 @@ ended is dropped by whoever walks the line (core/session_line.py).
 
 from __future__ import annotations
 
-from core.execution_outcomes import RouteChanged
 from core.execution_reaping import ExecutionReaping
-
-# api/webhooks.py still imports it from here; its home is core/execution_outcomes.py.
-__all__ = ["ExecutionStore", "RouteChanged"]
 
 
 class ExecutionStore(ExecutionReaping):
