@@ -285,7 +285,7 @@ class Turn:
 
     def __init__(self, late: bool = False) -> None:
         # A socket opened for a conversation a piped line started, once the one before closed:
-        # that one may have followed the session there already (api/chat_socket.py).
+        # that one may have followed the session there already (api/chat_feed.py).
         self.late = late
         self.frames = 0  # frames other than heartbeats so far
         self.asked = False  # a message came, and no `n8n|continue` or reply of ours after it

@@ -5,14 +5,11 @@ never another exception (which would drop the socket), and a refusal stores noth
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.chat_socket import ChatConnection
+from api.chat_replies import parse_reply
 from api.errors import ApiError
-from core.executions import ExecutionStore
 from core.settings import Settings
 from tests.api.test_fuzz_bodies import CHAT_BODIES, FUZZ, VALUES, _encode
 
@@ -37,21 +34,13 @@ FRAMES = st.one_of(
 )
 
 
-def _connection(client, keys) -> ChatConnection:
-    rt = SimpleNamespace(settings=Settings(), executions=ExecutionStore(client, keys))
-    connection = ChatConnection(rt, ws=None, session_id="s", execution_id="e")
-    connection._settings = SimpleNamespace(allowed_file_types=["text/*"])
-    return connection
-
-
 @FUZZ
 @given(frame=FRAMES)
 def test_any_frame_is_a_reply_or_a_4xx_error_frame_and_never_drops_the_socket(
     redis_client, keys, frame
 ):
-    connection = _connection(redis_client, keys)
     try:
-        body = connection._reply(frame)
+        body = parse_reply(frame, Settings(), allowed_file_types=["text/*"])
     except ApiError as err:
         assert 400 <= err.status < 500 and err.message, frame[:200]
         assert list(redis_client.scan_iter(match=f"{keys.prefix}*")) == []  # nothing stored
