@@ -1,5 +1,6 @@
 """Packages import one way only (DESIGN section 2): a new import that points back up, a web or
-queue framework in the engine, or I/O of its own in the engine, fails the build here."""
+queue framework in the engine, or I/O of its own in the engine, fails the build here. So does a
+module or a function of the product grown past the size a reader can hold in mind."""
 
 from __future__ import annotations
 
@@ -84,3 +85,32 @@ def test_the_engine_does_no_io_of_its_own():
         for name in sorted(names & IO_MODULES)
     ]
     assert wrong == []
+
+
+# A module a reader can hold in mind, a function that fits on a screen (STYLE.md, "Shape").
+MODULE_LINES = 500
+FUNCTION_LINES = 60
+
+
+def sizes(package: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Lines of each module of `package`, and of each function (its decorators included)."""
+    modules, functions = {}, {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        text = path.read_text()
+        modules[name] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text, name)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                end = node.end_lineno or node.lineno
+                functions[f"{name}:{node.lineno} {node.name}"] = end - start + 1
+    return modules, functions
+
+
+def test_no_module_over_500_lines_no_function_over_60_lines_in_the_product_packages():
+    too_long = []
+    for package in ALLOWED:
+        modules, functions = sizes(package)
+        too_long += [f"{m}: {n} lines" for m, n in modules.items() if n > MODULE_LINES]
+        too_long += [f"{f}: {n} lines" for f, n in functions.items() if n > FUNCTION_LINES]
+    assert too_long == []
