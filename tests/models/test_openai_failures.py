@@ -101,10 +101,9 @@ def test_a_rate_limit_waits_for_retry_after_once_then_fails_readably(deploy, fak
 
 def test_a_server_that_never_answers_times_out(deploy, fake):
     fake.fail = "hang"
-    started = time.monotonic()
     _, message, _ = fail_once(deploy, openai_chat(**FAST), "hello", "fail-timeout")
     assert message == f"OpenAI Chat Model: timed out after 1.5 s waiting for {fake.base_url}"
-    assert time.monotonic() - started < 5  # no retry: it could double a slow request's cost
+    assert len(fake.requests) == 1  # no retry: it could double a slow request's cost
 
 
 def test_a_malformed_stream_fails_after_the_tokens_already_shown(deploy, fake):

@@ -192,12 +192,10 @@ def one_call_ms(model: OpenAiChatModel) -> float:
     return (tokens[0] - start) * 1000
 
 
-def test_no_delayed_ack_stall_on_a_kept_alive_connection(server):
-    figures = first_token_ms(server, CALLS)
+def test_calls_back_to_back_keep_one_connection(server):
+    """What a delayed-ACK stall would cost each call is timed in bench/kept_alive_calls.py."""
+    first_token_ms(server, CALLS)
     assert server.accepted == 1  # every call after the first reused the connection
-    # The server answers at once: 40 ms more is our delayed ACK (the first call, on a new
-    # connection, also pays for the connection and the client's setup).
-    assert max(figures[1:]) < 25, f"first token of each call (ms): {figures}"
 
 
 def test_each_request_reaches_the_server_in_one_read(server):
