@@ -1,12 +1,13 @@
 """The execution lifecycle as a state machine (hypothesis), on a real Redis and on the reference
-store (tests/core/reference_store.py), through their steps and a probe (tests/core/store_probes.py):
-random interleavings of arrivals, claims (duplicated, and retried), chunks' end, waits, replies, lost
-leases and queue times, reaps and stops, from two workers and the api, keep the invariants:
+store (tests/core/reference_store.py), each driven through its steps and a probe
+(tests/core/store_probes.py): random interleavings of arrivals, claims (duplicated, and
+retried), chunks' end, waits, replies, lost leases and queue times, reaps and stops, from two
+workers and the api, keep the invariants:
 
 - one runner per execution: between two `new` periods, one claim wins (its retry is the same
   claim);
 - session order: an execution is claimed only when every earlier one of its session ended;
-- a finished execution stays finished;
+- a finished execution stays as it ended (a worker declared lost writes nothing more);
 - no turn lost: the first unfinished execution of a session is always the one whose turn it is;
 - a reply is never lost: every message handed to an unfinished execution is taken by a wait,
   comes back with its end, or its execution was canceled or crashed.
@@ -54,7 +55,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.tasks: dict[str, ExecutionRecord] = {}  # what each execution's latest task carries
         self.running: dict[str, ExecutionRecord] = {}  # what its runner holds
         self.claims: dict[str, int] = {}  # claims won in the current `new` period
-        self.finished: set[str] = set()
+        self.finished: dict[str, Status] = {}  # how each execution ended, when first seen
         self.sent: dict[str, list[str]] = {}  # replies handed to each execution
         self.taken: dict[str, list[str]] = {}  # ...and taken by its waits or its end
         self.tokens: dict[str, list[str]] = {}  # every claim a worker made on each execution
@@ -193,7 +194,8 @@ class Lifecycle(RuleBasedStateMachine):
             for execution_id in ids:
                 record = self.store.get(execution_id)
                 if record.finished:
-                    self.finished.add(execution_id)
+                    ended = self.finished.setdefault(execution_id, record.status)
+                    assert record.status == ended, "a finished execution was ended again"
                 else:
                     assert execution_id not in self.finished, "a finished execution came back"
                     first_unfinished = first_unfinished or record
