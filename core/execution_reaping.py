@@ -24,7 +24,7 @@ class ExecutionReaping(ExecutionTransitions):
         record = self.get(execution_id)
         if record is None or record.finished:
             return record
-        reason = lost_reason(record, bool(gone), self.queue_timeout_ms)
+        reason = self.lost_reason(record, died=bool(gone))
         crashed = record.next(status=Status.CRASHED, error=reason, stopped_at=now_ms())
         result = FinalResult(Status.CRASHED, crashed.error)
         request = EndRequest(record, crashed, frozenset(), result, reap=True, gone=gone)
@@ -34,6 +34,18 @@ class ExecutionReaping(ExecutionTransitions):
         if ended.outcome == "refused":  # written meanwhile by someone else: as it stands
             return self.get(execution_id)
         return record
+
+    def lost_reason(self, record: ExecutionRecord, died: bool = False) -> str:
+        if record.status == Status.RUNNING and died:
+            return "The worker running this execution died (its process is gone)."
+        if record.status == Status.RUNNING:
+            return "The worker running this execution was lost (it stopped renewing its lease)."
+        if died:
+            return "The worker that took this execution died before it could start it."
+        waited = now_ms() - (record.queued_at or record.created_at)
+        if waited >= self.queue_timeout_ms:
+            return f"No worker started this execution within {self.queue_timeout_ms / 1000:g} s."
+        return "The worker that took this execution was lost before it could start it."
 
     def verdicts(
         self, execution_ids: builtins.list[str]
@@ -53,18 +65,3 @@ class ExecutionReaping(ExecutionTransitions):
             verdict = liveness.judge(status, bool(replies[3 * i + 1]), bool(replies[3 * i + 2]))
             answers[execution_id] = record, verdict
         return answers
-
-
-def lost_reason(record: ExecutionRecord, died: bool, queue_timeout_ms: int) -> str:
-    """Why a lost execution ended `crashed`: its worker lost or dead (`died`: its connection is
-    gone), or no worker started it within the queue timeout."""
-    if record.status == Status.RUNNING and died:
-        return "The worker running this execution died (its process is gone)."
-    if record.status == Status.RUNNING:
-        return "The worker running this execution was lost (it stopped renewing its lease)."
-    if died:
-        return "The worker that took this execution died before it could start it."
-    waited = now_ms() - (record.queued_at or record.created_at)
-    if waited >= queue_timeout_ms:
-        return f"No worker started this execution within {queue_timeout_ms / 1000:g} s."
-    return "The worker that took this execution was lost before it could start it."

@@ -2,11 +2,13 @@
 (core/executions.py) is held to by tests/core/store_conformance.py, and the store the lifecycle
 state machine (tests/core/test_lifecycle_machine.py) runs on without a Redis.
 
-Each step below is what one of the Redis store's scripts does, written as plain dict updates
-one step at a time, with the same public methods and the same answers: create, claim (and claim
-at its turn), pause, reply, cancel, a failed start, an expired wait, finish (starting the
-session's next execution with the replies left over) and reap, with the reads. It plays the
-leases' part too (core/leases.py `hold`, `renew`), which the steps read.
+It has the same public methods with the same answers: create, claim (and claim at its turn),
+pause, reply, cancel, a failed start, an expired wait, finish (starting the session's next
+execution with the replies left over) and reap, with the reads. Where the rules are (create,
+claim, the turn, pause, reply, and `end`, which every ending step goes through) each step is
+what one of the Redis store's scripts does, written again as plain dict updates; the steps that
+only build an end's request are the Redis store's own code. It plays the leases' part too
+(core/leases.py `hold`, `renew`), which the steps read.
 
 What it leaves out, being one process's memory: time to live (a queue time or a lease runs out
 when a test says so: tests/core/store_probes.py), the broker, the webhooks a create may check
@@ -24,12 +26,12 @@ from typing import Any
 from core import end_script, events, liveness
 from core.clock import now_ms
 from core.execution_outcomes import Claimed, Ended, EndRequest, Reply
-from core.execution_reaping import lost_reason
+from core.execution_reaping import ExecutionReaping
 from core.execution_record import ExecutionRecord, Status
+from core.execution_transitions import ExecutionTransitions
 from core.jsontext import dumps
 from core.liveness import Verdict
 from core.memory_turns import TurnWrite
-from core.results import FinalResult
 from core.session_line import Turn
 
 SUSPECT_MS = 60_000  # a sighting of a loss older than this is forgotten (the suspect key's TTL)
@@ -89,6 +91,16 @@ class ReferenceStore:
 
     cluster = False
 
+    # The steps that only build an end's request (or a reply) are the Redis store's own code,
+    # borrowed: the rules are in `end`, `reply` and the steps below, written again here.
+    fail_start = ExecutionTransitions.fail_start
+    cancel = ExecutionTransitions.cancel
+    end_wait = ExecutionTransitions.end_wait
+    finish = ExecutionTransitions.finish
+    resume_expired = ExecutionTransitions.resume_expired
+    reap = ExecutionReaping.reap
+    lost_reason = ExecutionReaping.lost_reason
+
     def __init__(self, *, queue_timeout_seconds: float = 300.0, lease_seconds: float = 5.0):
         self.queue_timeout_ms = int(queue_timeout_seconds * 1000)
         self.lease_ms = int(lease_seconds * 1000)
@@ -142,15 +154,9 @@ class ReferenceStore:
         return (None, -1, "") if record is None else (record.status, record.rev, record.claim)
 
     # --- the api's steps ----------------------------------------------------------------------
-    def create(
-        self,
-        record: ExecutionRecord,
-        items: bytes | None = None,
-        task: tuple[str, bytes] | None = None,
-        join: bool = False,
-        route: Any = None,
-        channel: str = "",
-    ) -> str | None:
+    def create(self, record: ExecutionRecord, items: bytes | None = None,
+               task: tuple[str, bytes] | None = None, join: bool = False, route: Any = None,
+               channel: str = "") -> str | None:  # fmt: skip
         if route is not None or channel:
             raise NotImplementedError("the reference has no webhooks and no subscribers")
         line = self.lines.key(record)
@@ -175,11 +181,6 @@ class ReferenceStore:
         indexed.pop(record.id, None)
         indexed[record.id] = None
 
-    def fail_start(self, record: ExecutionRecord, error: str) -> bool:
-        failed = record.next(status=Status.ERROR, error=error, stopped_at=now_ms())
-        result = FinalResult(Status.ERROR, error)
-        return self.end(EndRequest(record, failed, frozenset({Status.NEW}), result)).written
-
     def reply(
         self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True
     ) -> tuple[Reply, ExecutionRecord | None]:
@@ -201,16 +202,6 @@ class ReferenceStore:
         self.queued.add(execution_id)
         self.waiting_index.pop(execution_id, None)
         return Reply.RESUMED, queued
-
-    def resume_expired(self, record: ExecutionRecord) -> ExecutionRecord | None:
-        outcome, queued = self.reply(record, {}, queue=False)
-        return queued if outcome == Reply.RESUMED else None
-
-    def cancel(self, record: ExecutionRecord, why: str) -> bool:
-        canceled = record.next(status=Status.CANCELED, error=why, stopped_at=now_ms())
-        result = FinalResult(Status.CANCELED, why)
-        allowed = frozenset({Status.NEW, Status.WAITING})
-        return self.end(EndRequest(record, canceled, allowed, result)).written
 
     # --- a worker's steps ---------------------------------------------------------------------
     def claim(self, record: ExecutionRecord, running: ExecutionRecord, lease: str = "") -> Claimed:
@@ -253,14 +244,8 @@ class ReferenceStore:
         if mine or (holding and (held == token or held.startswith(token + "@"))):
             self.leases[execution_id] = token
 
-    def pause(
-        self,
-        running: ExecutionRecord,
-        waiting: ExecutionRecord,
-        resume_state: str,
-        attempt: str,
-        turns: Sequence[TurnWrite] = (),
-    ) -> tuple[str, str | None]:
+    def pause(self, running: ExecutionRecord, waiting: ExecutionRecord, resume_state: str,
+              attempt: str, turns: Sequence[TurnWrite] = ()) -> tuple[str, str | None]:  # fmt: skip
         execution_id = running.id
         status, rev, claim = self._header(execution_id)
         if claim != running.claim:
@@ -290,23 +275,6 @@ class ReferenceStore:
         if waiting.wait_till is not None:
             self.waiting_index[execution_id] = waiting.wait_till
         return "paused", None
-
-    def end_wait(
-        self, waiting: ExecutionRecord, final: ExecutionRecord, result: FinalResult
-    ) -> bool:
-        return self.end(EndRequest(waiting, final, frozenset({Status.WAITING}), result)).written
-
-    def finish(
-        self,
-        running: ExecutionRecord,
-        final: ExecutionRecord,
-        event: str,
-        successor: ExecutionRecord | None = None,
-        turns: Sequence[TurnWrite] = (),
-    ) -> Ended:
-        allowed = frozenset({Status.RUNNING})
-        return self.end(EndRequest(running, final, allowed, event=event, claim=running.claim,
-                                   successor=successor, turns=turns))  # fmt: skip
 
     # --- the end ------------------------------------------------------------------------------
     def end(self, request: EndRequest) -> Ended:
@@ -396,16 +364,3 @@ class ReferenceStore:
     def _write_turns(self, turns: Sequence[TurnWrite]) -> None:
         for turn in turns:
             self.memory[turn.key] = list(reversed(turn.elements)) + self.memory.get(turn.key, [])
-
-    # --- reaping ------------------------------------------------------------------------------
-    def reap(self, execution_id: str, gone: str = "") -> ExecutionRecord | None:
-        record = self.get(execution_id)
-        if record is None or record.finished:
-            return record
-        reason = lost_reason(record, bool(gone), self.queue_timeout_ms)
-        crashed = record.next(status=Status.CRASHED, error=reason, stopped_at=now_ms())
-        result = FinalResult(Status.CRASHED, reason)
-        ended = self.end(EndRequest(record, crashed, frozenset(), result, reap=True, gone=gone))
-        if ended.outcome == "ok":
-            return crashed
-        return self.get(execution_id) if ended.outcome == "refused" else record
