@@ -199,6 +199,7 @@ class StoreConformance:
     def test_the_successor_starts_in_the_end_of_its_head_with_the_replies_left_over(self, probe):
         record = new(probe)
         new(probe, "e3", session="s2")  # another session's line is not touched
+        new(probe, "e4")  # behind it in its line: the successor goes ahead of it
         for text in ("one", "two", "three"):
             probe.store.reply(record, chat(text))
         running = claimed(probe, record)
@@ -208,7 +209,7 @@ class StoreConformance:
         assert ended.outcome == "ok" and ended.successor == successor
         assert texts(ended.leftovers) == ["one", "two", "three"]
         assert probe.store.get("e2") == successor and probe.queued("e2")
-        assert probe.line(successor) == ["e2"] and probe.woken("e2")
+        assert probe.line(successor) == ["e2", "e4"] and probe.woken("e2")
         assert texts(probe.replies("e2")) == ["two", "three"]
         done, follow = probe.events("e1")
         assert done.kind == events.Kind.DONE and done.body["continues"] is True
