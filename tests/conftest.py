@@ -17,14 +17,15 @@ from mini_n8n.redis_server import scratch_redis
 
 TESTS = Path(__file__).resolve().parent
 # `make test-fast`: the packages' own tests, which start no process of ours (no api, worker,
-# browser or compose) and use only the session's Redis: under a minute.
+# browser or compose) and use only the session's Redis: under a minute. A test of theirs marked
+# `slow` is left to `make test`: a faster one stands for it (the same suite on a reference).
 FAST_PACKAGES = ("core", "runtime", "engine", "memory", "worker", "api")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
-        if parts[0] in FAST_PACKAGES:
+        if parts[0] in FAST_PACKAGES and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
 
 

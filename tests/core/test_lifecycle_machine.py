@@ -1,11 +1,13 @@
-"""The execution lifecycle as a state machine (hypothesis), against a real Redis: random
-interleavings of arrivals, claims (duplicated, and retried), chunks' end, waits, replies, lost
-leases and queue times, reaps and stops, from two workers and the api, keep the invariants:
+"""The execution lifecycle as a state machine (hypothesis), on a real Redis and on the reference
+store (tests/core/reference_store.py), each driven through its steps and a probe
+(tests/core/store_probes.py): random interleavings of arrivals, claims (duplicated, and
+retried), chunks' end, waits, replies, lost leases and queue times, reaps and stops, from two
+workers and the api, keep the invariants:
 
 - one runner per execution: between two `new` periods, one claim wins (its retry is the same
   claim);
 - session order: an execution is claimed only when every earlier one of its session ended;
-- a finished execution stays finished;
+- a finished execution stays as it ended (a worker declared lost writes nothing more);
 - no turn lost: the first unfinished execution of a session is always the one whose turn it is;
 - a reply is never lost: every message handed to an unfinished execution is taken by a wait,
   comes back with its end, or its execution was canceled or crashed.
@@ -16,8 +18,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
 
+import pytest
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -32,40 +34,35 @@ from hypothesis.stateful import (
 from core import liveness
 from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
-from core.executions import ExecutionStore
-from core.keys import Keys
-from core.leases import LeaseStore
-from core.stops import request_stop
+from tests.core.store_probes import RedisProbe, ReferenceProbe, StoreProbe
 
 WORKERS = ("w1", "w2")
 SESSIONS = ("s1", "s2")
 
 
 class Lifecycle(RuleBasedStateMachine):
-    """`connect` gives the client (one Redis here; a cluster's in tests/scale/test_cluster.py)
-    and whether it is a cluster."""
+    """`open_probe` gives a fresh store and its probe (one Redis or the reference here; a
+    cluster's in tests/scale/test_cluster.py)."""
 
     executions = Bundle("executions")
-    connect: Callable[[], tuple[Any, bool]]
+    open_probe: Callable[[], StoreProbe]
 
     def __init__(self) -> None:
         super().__init__()
-        self.redis, cluster = type(self).connect()
-        self.keys = Keys(prefix=f"m{uuid.uuid4().hex[:8]}:", cluster=cluster)
-        self.store = ExecutionStore(self.redis, self.keys, queue_timeout_seconds=300)
-        self.leases = LeaseStore(self.redis, self.keys, 5.0)
+        self.probe = type(self).open_probe()
+        self.store = self.probe.store
         self.order: dict[str, list[str]] = {s: [] for s in SESSIONS}  # arrival order
         self.tasks: dict[str, ExecutionRecord] = {}  # what each execution's latest task carries
         self.running: dict[str, ExecutionRecord] = {}  # what its runner holds
         self.claims: dict[str, int] = {}  # claims won in the current `new` period
-        self.finished: set[str] = set()
+        self.finished: dict[str, Status] = {}  # how each execution ended, when first seen
         self.sent: dict[str, list[str]] = {}  # replies handed to each execution
         self.taken: dict[str, list[str]] = {}  # ...and taken by its waits or its end
         self.tokens: dict[str, list[str]] = {}  # every claim a worker made on each execution
         self.counter = 0
 
     def teardown(self) -> None:
-        self.redis.close()
+        self.probe.close()
 
     # --- the api ----------------------------------------------------------------------------
     @rule(target=executions, session=st.sampled_from(SESSIONS))
@@ -95,7 +92,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(execution=executions)
     def stop(self, execution):
-        request_stop(self.store, execution)
+        self.probe.stop(execution)
 
     # --- workers ----------------------------------------------------------------------------
     @rule(
@@ -172,17 +169,17 @@ class Lifecycle(RuleBasedStateMachine):
         """A worker's heartbeat renews what it held when it looked, perhaps no longer its."""
         tokens = self.tokens.get(execution)
         if tokens:
-            self.leases.renew({execution: tokens[pick % len(tokens)]})
+            self.probe.renew(execution, tokens[pick % len(tokens)])
 
     # --- faults -----------------------------------------------------------------------------
     @rule(execution=executions)
     def lose_lease(self, execution):
         """Its worker died (or stopped renewing)."""
-        self.redis.delete(self.keys.execution_lease(execution))
+        self.probe.lose_lease(execution)
 
     @rule(execution=executions)
     def queue_time_runs_out(self, execution):
-        self.redis.delete(self.keys.execution_queued(execution))
+        self.probe.run_out_of_queue_time(execution)
 
     @rule(execution=executions)
     def reap(self, execution):
@@ -192,26 +189,27 @@ class Lifecycle(RuleBasedStateMachine):
     # --- invariants -------------------------------------------------------------------------
     @invariant()
     def finished_stays_finished_and_no_turn_is_lost(self):
-        for session, ids in self.order.items():
+        for ids in self.order.values():
             first_unfinished = None
             for execution_id in ids:
                 record = self.store.get(execution_id)
                 if record.finished:
-                    self.finished.add(execution_id)
+                    ended = self.finished.setdefault(execution_id, record.status)
+                    assert record.status == ended, "a finished execution was ended again"
                 else:
                     assert execution_id not in self.finished, "a finished execution came back"
-                    first_unfinished = first_unfinished or execution_id
+                    first_unfinished = first_unfinished or record
             if first_unfinished is not None:
-                line = self.keys.session_queue("wf", session)
-                assert self.store.lines.turn(first_unfinished, line).mine, "a turn was lost"
+                line = self.store.lines.key(first_unfinished)
+                assert self.store.lines.turn(first_unfinished.id, line).mine, "a turn was lost"
 
     @invariant()
     def only_a_new_or_running_execution_holds_a_lease(self):
         for execution_id in self.tokens:
             if self.store.get(execution_id).status in (Status.NEW, Status.RUNNING):
                 continue
-            assert not self.redis.exists(self.keys.execution_lease(execution_id)), execution_id
-            assert self.redis.zscore(self.keys.running(), execution_id) is None, execution_id
+            assert self.probe.lease(execution_id) is None, execution_id
+            assert execution_id not in self.probe.running_ids(), execution_id
 
     @invariant()
     def no_reply_is_lost(self):
@@ -219,8 +217,7 @@ class Lifecycle(RuleBasedStateMachine):
             record = self.store.get(execution_id)
             if record.status in (Status.CANCELED, Status.CRASHED):
                 continue
-            pending = self.redis.lrange(self.keys.execution_replies(execution_id), 0, -1)
-            queued = [json.loads(r)["json"]["chatInput"] for r in pending]
+            queued = [json.loads(r)["json"]["chatInput"] for r in self.probe.replies(execution_id)]
             assert sorted(self.taken[execution_id] + queued) == sorted(sent), execution_id
 
 
@@ -232,13 +229,21 @@ SETTINGS = settings(
 )
 
 
-def run_machine(connect: Callable[[], tuple[Any, bool]], monkeypatch, **changes) -> None:
+def run_machine(open_probe: Callable[[], StoreProbe], monkeypatch, **changes) -> None:
     monkeypatch.setattr(liveness, "CONFIRM_MS", 0)
-    monkeypatch.setattr(Lifecycle, "connect", staticmethod(connect), raising=False)
+    monkeypatch.setattr(Lifecycle, "open_probe", staticmethod(open_probe), raising=False)
     run_state_machine_as_test(Lifecycle, settings=settings(SETTINGS, **changes))
 
 
+def test_the_lifecycle_keeps_its_invariants_on_the_reference_store(monkeypatch):
+    run_machine(lambda: ReferenceProbe(queue_timeout_seconds=300), monkeypatch)
+
+
+@pytest.mark.slow  # the reference's run above stands for it in `make test-fast`
 def test_the_lifecycle_keeps_its_invariants_on_one_redis(redis_url, monkeypatch):
     run_machine(
-        lambda: (redis.Redis.from_url(redis_url, decode_responses=True), False), monkeypatch
+        lambda: RedisProbe(
+            redis.Redis.from_url(redis_url, decode_responses=True), queue_timeout_seconds=300
+        ),
+        monkeypatch,
     )

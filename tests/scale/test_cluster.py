@@ -33,6 +33,7 @@ from core.settings import Settings
 from mini_n8n.redis_server import valkey_server_path
 from tests.chat.conversation import CONTINUE, FIRST, ask_name_workflow, next_frame, open_chat, start
 from tests.chat.conversation import reply as send_reply
+from tests.core.store_probes import RedisProbe
 from tests.core.test_lifecycle_machine import run_machine
 from tests.e2e.client import stream_chat
 from tests.e2e.deployment import ROOT, Deployment, chat_url, fresh_ids
@@ -327,7 +328,9 @@ def test_the_lifecycle_keeps_its_invariants_on_the_cluster(cluster, monkeypatch)
     """The state machine of tests/core/test_lifecycle_machine.py, every transition in the
     cluster's steps of one slot each."""
     run_machine(
-        lambda: (RedisCluster.from_url(cluster.url, decode_responses=True), True),
+        lambda: RedisProbe(
+            RedisCluster.from_url(cluster.url, decode_responses=True), queue_timeout_seconds=300
+        ),
         monkeypatch,
         max_examples=25,
     )
