@@ -1,10 +1,11 @@
-"""Every command in README.md and docs/*.md runs as written.
+"""Every command in README.md, CONTRIBUTING.md and docs/*.md runs as written.
 
 A fenced block marked `sh` holds commands, one a line (a line ending in a backslash goes on, `#`
 starts a comment); other blocks are output or configuration. A block that cannot run here says
 why in a comment right before it, `<!-- not run: <why> -->`: it needs a container engine (the
-compose deployment, which tests/compose runs), it is a server that runs until stopped, or a
-benchmark that loads the machine for minutes.
+compose deployment, which tests/compose runs), it is a server that runs until stopped, a
+benchmark that loads the machine for minutes, or the test suite (or a part of it longer than a
+command here may take).
 
 The others run in order, file by file, with bash from a scratch checkout of this repository
 (its files linked, `.venv` included) where `mini-n8n up` runs, as a user's second terminal would:
@@ -27,7 +28,7 @@ from mini_n8n.redis_server import free_port
 from tests.e2e.deployment import ROOT
 from tests.test_up import everything, start_up, stop_up, up_env
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->", re.S)
 # What a scratch checkout leaves out: state of a run in the real checkout, and a workflows
 # folder of the developer's, which `up` would import instead of the examples.
