@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,17 @@ def test_no_user_page_tells_the_history_of_past_changes():
     for path in DOCS:
         text = path.read_text()
         assert not re.search(r"\b(before|after) issue \d+|issue \d+'s", text, re.I), path
+
+
+def test_the_package_version_is_the_changelogs_newest_release():
+    releases = re.findall(
+        r"^## (\d+\.\d+\.\d+) \((\d{4}-\d\d-\d\d)\)", (ROOT / "CHANGELOG.md").read_text(), re.M
+    )
+    assert releases, "CHANGELOG.md names no release as '## X.Y.Z (YYYY-MM-DD)'"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == releases[0][0]
+    dates = [date for _, date in releases]
+    assert dates == sorted(dates, reverse=True)  # newest first
 
 
 @pytest.fixture(scope="module")
