@@ -66,6 +66,32 @@ def test_only_one_message_resumes_a_wait(redis_client, keys):
     assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e1"]
 
 
+def test_a_wait_retried_after_its_execution_moved_on_to_another_worker_takes_nothing(
+    redis_client, keys
+):
+    """A worker's wait was recorded but its answer lost; meanwhile a reply resumed the execution
+    and another worker claimed it. The first worker's retry of that wait is refused: it takes
+    neither the reply that resumed the run nor the one queued for the second worker's run."""
+    store = ExecutionStore(redis_client, keys)
+    record = ExecutionRecord("e1", "w1", session_id="s1")
+    store.create(record)
+    first = record.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(record, first)
+    waiting = first.next(status=Status.WAITING)
+    state = '{"engine":{"node":"Ask"}}'
+    assert store.pause(first, waiting, state, "a1") == ("paused", None)
+    outcome, resumed = store.reply(waiting, {"json": {"chatInput": "Ada"}})
+    assert outcome == Reply.RESUMED and resumed is not None
+    second = resumed.next(status=Status.RUNNING, claim="t2")
+    assert store.claim(resumed, second)
+    assert store.reply(second, {"json": {"chatInput": "next"}}) == (Reply.QUEUED, None)
+
+    assert store.pause(first, waiting, state, "a1") == ("refused", None)
+    assert redis_client.llen(keys.execution_replies("e1")) == 1
+    current = store.get("e1")
+    assert current is not None and (current.status, current.claim) == (Status.RUNNING, "t2")
+
+
 def test_delivered_counts_only_grow(redis_client, keys):
     waits = WaitingStore(ExecutionStore(redis_client, keys))
     waits.mark_delivered("e1", 2)
