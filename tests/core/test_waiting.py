@@ -92,6 +92,26 @@ def test_a_wait_retried_after_its_execution_moved_on_to_another_worker_takes_not
     assert current is not None and (current.status, current.claim) == (Status.RUNNING, "t2")
 
 
+def test_a_stale_task_of_an_execution_that_is_new_again_claims_nothing(redis_client, keys):
+    """A task redelivered after its execution ran, waited and was resumed (new again, with the
+    reply's own task) carries the record as it first was: its claim is refused, and the resumed
+    run is claimed once, by the reply's task. No message is answered twice."""
+    store = ExecutionStore(redis_client, keys)
+    record = ExecutionRecord("e1", "w1", session_id="s1")
+    store.create(record)
+    first = record.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(record, first)
+    waiting = first.next(status=Status.WAITING)
+    assert store.pause(first, waiting, '{"engine":{"node":"Ask"}}', "a1") == ("paused", None)
+    outcome, resumed = store.reply(waiting, {"json": {"chatInput": "Ada"}})
+    assert outcome == Reply.RESUMED and resumed is not None
+
+    assert not store.claim(record, record.next(status=Status.RUNNING, claim="t2"))
+    assert store.claim(resumed, resumed.next(status=Status.RUNNING, claim="t3"))
+    current = store.get("e1")
+    assert current is not None and (current.status, current.claim) == (Status.RUNNING, "t3")
+
+
 def test_delivered_counts_only_grow(redis_client, keys):
     waits = WaitingStore(ExecutionStore(redis_client, keys))
     waits.mark_delivered("e1", 2)
