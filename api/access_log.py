@@ -38,7 +38,7 @@ def _finish(response: Response) -> Response:
     method, path = request.method, request.path  # request.path has no query string
     execution_id = response.headers.get("X-Execution-Id") or None
     token = set_execution(execution_id) if execution_id else None
-    status = response.status_code  # not the response: a stream lets go of its parts (issue 14)
+    status = response.status_code  # not the response: a stream lets go of its parts
 
     def write() -> None:
         try:

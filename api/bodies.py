@@ -14,8 +14,8 @@
   chunked body is cut off with 413 as soon as it passes it, and a limit set once the body is in
   (a chat message found on re-routing) is checked against what arrived.
 - **Reading never holds the api.** A body is read in pieces sized to how fast it arrives, with
-  a turn of the gevent loop between them: on loopback a 16 MiB body arrives faster than it is
-  read, and one read of it held every other request (`/healthz` included) for over 100 ms.
+  a turn of the gevent loop between them: on loopback a large body arrives faster than it is
+  read, and one read of it held every other request, `/healthz` included (docs/performance.md).
 - **Parsing never holds the api.** JSON goes through core.jsontext.loads_request (orjson, no
   Python call per value, a bounded number of values, depth, no NaN/Infinity, no lone
   surrogate); a urlencoded form is counted before it is decoded, since its decoding is Python
@@ -45,8 +45,8 @@ from runtime.patching import gevent_patched
 from runtime.timers import pause
 
 KIB, MIB = 1024, 1024 * 1024
-# What a urlencoded form may hold: fields ("&") and escapes ("%", "+") cost about a microsecond
-# each to decode in Python; 20,000 of them stay near 20 ms.
+# What a urlencoded form may hold: fields ("&") and escapes ("%", "+") are decoded in Python one
+# at a time, so their count bounds how long a form holds the loop (docs/performance.md).
 MAX_FORM_TOKENS = 20_000
 # Bodies past this are started one at a time (api/admission.py): memory, not time.
 LARGE_BODY_BYTES = MIB

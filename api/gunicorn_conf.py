@@ -56,7 +56,7 @@ def on_starting(server) -> None:
 def _raise_open_files_limit() -> None:
     """Every open stream is a socket: lift the soft limit on open files (often 1024) to the hard
     one, for this master and the workers it forks, so 10,000 streams are not refused for want of
-    file descriptors (issue 14)."""
+    file descriptors."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -81,9 +81,9 @@ def post_worker_init(worker) -> None:
     import gevent
 
     # Each connection's greenlet would keep a copy of the frames that spawned it and a link to
-    # its spawner (a debugging aid nothing here reads): about 0.8 KB per open stream (issue 14).
+    # its spawner (a debugging aid nothing here reads), for every open stream.
     gevent.config.track_greenlet_tree = False
-    # Warm start (issue 14): the app was loaded with the node modules (api/wsgi.py); its shared
+    # Warm start: the app was loaded with the node modules (api/wsgi.py); its shared
     # clients are opened now, before the first request.
     worker.wsgi.extensions["mini_n8n"].warm_start()
     # Once the app returned, this server reads no environ (its access line is off, _Logger):

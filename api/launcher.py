@@ -201,7 +201,7 @@ class Launcher:
         return self.relay.subscribe(channel)
 
     def warm(self) -> None:
-        """Warm start (issue 14): the relay's subscriber connection and the broker producer,
+        """Warm start: the relay's subscriber connection and the broker producer,
         opened before the first request instead of inside it; the producer on the sender's
         thread, where Celery and kombu keep their per-thread state for every send."""
         if self.settings.executions_mode == "regular":

@@ -1,11 +1,11 @@
 """The quiet-stream checks of one api process, batched.
 
 Every stream (and chat socket) that hears nothing for a keepalive interval asks whether its
-execution is still alive (core/liveness.py). With thousands of open streams behind a slow model
-that was a few Redis round trips per stream every few seconds, a fifth of the api's CPU at 4,000
-streams, and it contended with new requests for the small Redis pool. Checks that arrive within
-WINDOW seconds of each other now share one pipeline (the record and its liveness keys, per
-execution); only an execution that looks lost takes the per-execution path, `reap`, which ends
+execution is still alive (core/liveness.py). With thousands of open streams behind a slow model that
+was a few Redis round trips per stream every few seconds, a large share of the api's CPU
+(docs/performance.md), and it contended with new requests for the small Redis pool. Checks that
+arrive within WINDOW seconds of each other now share one pipeline (the record and its liveness keys,
+per execution); only an execution that looks lost takes the per-execution path, `reap`, which ends
 it once its loss is confirmed.
 """
 

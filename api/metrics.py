@@ -69,7 +69,7 @@ class StreamMeter:
     """A streaming body's metrics: open while it is being sent, the time to its first line that
     is not a keepalive, and the bytes each line took once the server came back for the next.
     Called by the body's own generator (api/responses.py): a generator wrapped around it was
-    one more stack frame that every open stream keeps (issue 14)."""
+    one more stack frame that every open stream keeps."""
 
     __slots__ = ("_arrived", "_first")
 

@@ -45,7 +45,7 @@ class RelayError(Exception):
 class Stream:
     """The events of one execution on their way to one HTTP response."""
 
-    # Thousands are open at once in one api process: no per-instance dict (issue 14).
+    # Thousands are open at once in one api process: no per-instance dict.
     __slots__ = ("channel", "local", "ordered", "max_bytes", "confirmed", "_items", "_ready",
                  "_bytes", "_lock", "overflowed", "next_seq", "rejoining")  # fmt: skip
 
@@ -55,9 +55,9 @@ class Stream:
         self.ordered = ordered  # one publisher, numbered events (executions); not for push
         self.max_bytes = max_bytes
         self.confirmed = threading.Event()
-        # One reader, one or two writers: a list (rarely more than a few items; a deque starts
-        # at 600 bytes) and a wake-up flag, where a queue.Queue (a lock and three conditions)
-        # cost 2.5 KB per open stream (issue 14, tracemalloc).
+        # One reader, one or two writers: a list (rarely more than a few items; an empty deque
+        # is larger) and a wake-up flag, where a queue.Queue (a lock and three conditions)
+        # cost several times that per open stream (docs/performance.md).
         self._items: list[str | Event] = []
         self._ready = threading.Event()
         self._bytes = 0

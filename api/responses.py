@@ -53,7 +53,7 @@ class Outcome:
 
     A method called once per event rather than a generator: every open stream waits inside
     it, and each generator between the server and that wait is one more C stack frame the
-    stream's greenlet keeps a copy of (about 0.6 KB each; issue 14)."""
+    stream's greenlet keeps a copy of (docs/performance.md)."""
 
     __slots__ = ("launch", "stream", "store", "relay", "settings", "checks",
                  "_unreachable_since", "_finished", "_delivery_until", "_caught_up")  # fmt: skip
@@ -188,7 +188,7 @@ def streaming_response(
     }
     body = _ndjson(outcome, metrics.arrival(), stop_on_disconnect)
     # The server keeps the WSGI environ while the answer streams, and werkzeug filed the
-    # request in it (headers, parsed body): nothing of it is read from here on (issue 14).
+    # request in it (headers, parsed body): nothing of it is read from here on.
     request.environ.pop("werkzeug.request", None)
     return _NdjsonResponse(body, status=200, mimetype=None, content_type=NDJSON, headers=headers)
 
@@ -196,7 +196,7 @@ def streaming_response(
 class _NdjsonResponse(Response):
     """A streamed answer whose body generator the server iterates itself: werkzeug's own app
     iterator puts two more levels in between (an encoder and a closing iterator), each one
-    more C stack frame that every open stream's greenlet keeps a copy of (issue 14)."""
+    more C stack frame that every open stream's greenlet keeps a copy of."""
 
     def get_app_iter(self, environ):
         if environ["REQUEST_METHOD"] == "HEAD":
@@ -218,7 +218,7 @@ class _Body:
     def __iter__(self):
         # The server iterates once it sent the status and headers: from here on only the body
         # generator is read. The request's environ and the response's headers would stay for
-        # the whole stream (1.3 KiB per open stream at 10,000). PEP 3333 lets the application
+        # the whole stream (docs/performance.md). PEP 3333 lets the application
         # change the environ as it likes; it is emptied only where the server reads it no more.
         if self._environ is not None:
             self._environ.clear()

@@ -2,7 +2,7 @@
 
 Celery and kombu keep per-thread state (the app's thread id, the producer's per-thread caches)
 that lives as long as the thread: sent from each request's own greenlet, that state stayed with
-every open stream, about 1.3 KB each (issue 14, tracemalloc at 1,500 streams). Requests hand
+every open stream (docs/performance.md, "Figures behind the code"). Requests hand
 their payload to this one sender and wait for it to be sent; a failure is raised in the request,
 as if it had sent the task itself.
 """

@@ -1,12 +1,12 @@
-"""A server WebSocket that costs little while it waits: the chat socket's transport (issue 23).
+"""A server WebSocket that costs little while it waits: the chat socket's transport.
 
 simple-websocket (under flask-sock) reads every socket in a thread of its own, a greenlet under
-gunicorn's gevent worker, and accepts permessage-deflate, whose zlib state is kept per socket:
-with the chat's own reader and relay greenlets an idle /chat socket cost about 160 KiB. Here the
-greenlet that serves the request is the only one. It never blocks on the socket: it asks to be
-woken when the socket has bytes (`wake_when_readable`, a one-shot watcher of gevent's loop, no
-greenlet), reads what is there without blocking (`receive_ready`), and otherwise waits on
-whatever else it waits for. No extension is negotiated: chat frames are short.
+gunicorn's gevent worker, and accepts permessage-deflate, whose zlib state is kept per socket: with
+the chat's own reader and relay greenlets an idle /chat socket cost many times what it costs here
+(docs/performance.md). Here the greenlet that serves the request is the only one. It never blocks on
+the socket: it asks to be woken when the socket has bytes (`wake_when_readable`, a one-shot watcher
+of gevent's loop, no greenlet), reads what is there without blocking (`receive_ready`), and
+otherwise waits on whatever else it waits for. No extension is negotiated: chat frames are short.
 
 A message is held to the deadlines of a request body (api/bodies.py `Pace`) from its first byte
 to its last: the socket's owner waits no longer than `deadline()` and asks `late()`. Its bytes
@@ -243,8 +243,8 @@ class WebSocket:
     def release(self) -> None:
         """Close the descriptor `detach` took (the connection ends once no descriptor is left),
         and let go of the protocol's state at once: wsproto's frame parser is a generator that
-        holds its parser, a cycle only the garbage collector's rare full pass would free (about
-        1 KiB per socket, the allocator's pages around it kept meanwhile)."""
+        holds its parser, a cycle only the garbage collector's rare full pass would free (the
+        allocator's pages around it kept meanwhile)."""
         self.stop_watching()
         self._message_done()
         with contextlib.suppress(OSError):

@@ -1,4 +1,4 @@
-"""Chat node delivery (issue 13): time from a Chat node's send (`sentAt`, taken in the worker
+"""Chat node delivery: time from a Chat node's send (`sentAt`, taken in the worker
 when the node sends) to its frame arriving on the client's open chat WebSocket, p50/p99.
 
 Measured on the second Chat node of the ask-my-name workflow, which runs once the client replied

@@ -1,4 +1,4 @@
-"""Open /chat sockets (issue 23): what one waiting chat's WebSocket costs the api process.
+"""Open /chat sockets: what one waiting chat's WebSocket costs the api process.
 
 One api (gunicorn + gevent, one worker process) and one worker. For each N, N chats of the
 ask-my-name workflow (responseNodes) are started by POST and wait for their user's reply; then N

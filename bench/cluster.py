@@ -1,4 +1,4 @@
-"""One Redis against a three-primary Redis Cluster (issue 16), in one run: the same load, the
+"""One Redis against a three-primary Redis Cluster, in one run: the same load, the
 same processes, only REDIS_URL and MINI_N8N_REDIS_CLUSTER differ.
 
 Each configuration is a fresh deployment (one api process, two Celery workers of --concurrency

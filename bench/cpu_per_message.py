@@ -1,4 +1,4 @@
-"""CPU per chat message (issue 14): what one message costs the api and the worker, with the
+"""CPU per chat message: what one message costs the api and the worker, with the
 OpenAI Chat Model node against a local fake OpenAI-compatible server (zero delay, an 8-word
 echo), in queue mode with one api process and one worker.
 
@@ -144,7 +144,7 @@ def first_after_worker_start(deploy: Deployment, base: str, client: httpx.Client
     """The warm-start target: the first message a newly started worker answers, beside the warm
     median. As in a scale-up, the api already serves the workflow and the client's connection
     is open: neither the api's first request for a workflow version nor a new TCP connection
-    (about 1 ms each here, nothing to do with the worker) is counted. A first message with
+    (each a cost of its own, nothing to do with the worker) is counted. A first message with
     both too (a new workflow, a new client, a new worker) is printed beside it."""
     workflow = deploy.activate(fresh_ids(json.loads(EXPORT.read_text())))
     url = chat_url(base, workflow)

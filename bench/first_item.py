@@ -1,4 +1,4 @@
-"""Where a first item's time goes, hop by hop, in queue mode and in-process (issue 26).
+"""Where a first item's time goes, hop by hop, in queue mode and in-process.
 
 One message at a time to the OpenAI chat export (OpenAI Chat Model, Redis Chat Memory) against
 a fake OpenAI-compatible server that answers at once. The fake runs in this process, so the
@@ -25,7 +25,7 @@ the next begins:
 
 Two api processes on one Redis (one in regular mode, one in queue mode with one worker), rounds
 interleaved so the machine's noise falls on both alike. The ratio of the first items' medians is
-the issue's target (queue mode at most 1.3x in-process): printed over all messages, and round by
+the target (queue mode at most 1.3x in-process): printed over all messages, and round by
 round with the median of the rounds' ratios (on a shared machine whose speed drifts, the ratio
 within a round is the steadier figure).
 

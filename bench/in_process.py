@@ -1,4 +1,4 @@
-"""In-process engine benchmark (issue 2): executions per second and time to first chunk for the
+"""In-process engine benchmark: executions per second and time to first chunk for the
 calculator chat with a zero-delay model, Redis memory on a real Redis.
 
     python bench/in_process.py [N]

@@ -1,4 +1,4 @@
-"""/healthz while maximum-size bodies arrive (issue 23, DESIGN invariant 9).
+"""/healthz while maximum-size bodies arrive (DESIGN invariant 9).
 
 One api (gunicorn + gevent) and one worker. For each kind of body, COPIES of it are sent at once
 by curl processes (not threads of this process, whose GIL would delay the /healthz client) while

@@ -1,4 +1,4 @@
-"""Open streams (issues 3 and 14): how many concurrent streaming requests one api process holds
+"""Open streams: how many concurrent streaming requests one api process holds
 with a slow model, its memory per open stream, and its Redis connection count.
 
 N clients (asyncio, raw sockets) each open a streaming chat and keep reading while a slow mock

@@ -1,4 +1,4 @@
-"""Queue mode against in-process (issue 3): time to first item and total time for one message,
+"""Queue mode against in-process: time to first item and total time for one message,
 p50/p99, then throughput with 32 concurrent sessions.
 
 The same workflow (calculator chat, zero-delay model, Redis memory) is sent over HTTP to two api

@@ -1,4 +1,4 @@
-"""Capacity that grows with workers (issue 16): with a slow model (200 ms per token) and 1,000
+"""Capacity that grows with workers: with a slow model (200 ms per token) and 1,000
 concurrent sessions, messages per second for 1, 2 and 4 workers of a fixed concurrency.
 
 Each configuration is a fresh deployment (one api process, N Celery workers with --concurrency C).

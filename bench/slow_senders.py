@@ -1,4 +1,4 @@
-"""Slow senders against one api (DESIGN invariant 9, issue 35): is every other chat answered?
+"""Slow senders against one api (DESIGN invariant 9): is every other chat answered?
 
 One api (gunicorn + gevent, the default settings) and one worker. For each kind of slow sender,
 SENDERS connections are held open by a process of their own, each sending one byte every

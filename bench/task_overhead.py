@@ -1,4 +1,4 @@
-"""What a task costs the worker before any workflow runs (issue 26): Celery's and kombu's part
+"""What a task costs the worker before any workflow runs: Celery's and kombu's part
 (BRPOP, the unacked bookkeeping, the request, the trace, two log lines) plus decoding the payload
 and a claim that fails at once. N tasks naming executions that do not exist are pushed onto the
 queue as the api writes them (worker/celery_app.py redis_message); the worker's CPU time (utime +

@@ -1,12 +1,11 @@
-"""Handing freed heap memory back to the system (issue 14).
+"""Handing freed heap memory back to the system.
 
 glibc's malloc keeps what a process frees, for reuse, and returns only the top of its heap on
 its own. When thousands of chat streams open at once, the short-lived allocations of their
 starts (request bodies, parsed headers, Redis replies, Celery messages) are freed between the
-long-lived ones of the streams they opened, and those pages stay resident: at 10,000 open
-streams on one api process they were 2.2 KiB per stream (27.3 KiB per stream before
-`malloc_trim`, 25.1 after; the call took 2.1 ms on that 330 MB heap). So the api calls it on a
-timer. Where the C library has no `malloc_trim` (musl, macOS) there is nothing to call.
+long-lived ones of the streams they opened, and those pages stay resident (docs/performance.md
+says how much). So the api calls it on a timer. Where the C library has no `malloc_trim` (musl,
+macOS) there is nothing to call.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from collections.abc import Callable
 
 log = logging.getLogger("mini_n8n.heap")
 
-# Often enough that a burst's leftovers do not stay long; rare enough to cost nothing (a few
-# milliseconds every TRIM_SECONDS, measured on a heap of 330 MB).
+# Often enough that a burst's leftovers do not stay long; rare enough that the call's cost, which
+# grows with the heap, is nothing beside the time between two (docs/performance.md).
 TRIM_SECONDS = 10.0
 
 
@@ -61,8 +60,7 @@ def settle() -> None:
     """Once a process has loaded what it keeps for life (its warm start): the collector stops
     walking those objects (`gc.freeze`) and collects its youngest generation less often. A chat
     message allocates thousands of short-lived containers, and a collection of the oldest one
-    landing in a message walked the whole heap (py-spy on the worker: about 5 % of its samples
-    in `gc_collect_main`)."""
+    landing in a message walked the whole heap (docs/performance.md)."""
     gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()

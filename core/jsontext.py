@@ -34,8 +34,8 @@ import orjson
 # Far deeper than any chat message or webhook body; shallow enough that no recursive walk over
 # the value (ours, Flask's, the json module's) gets near Python's recursion limit.
 MAX_DEPTH = 64
-# Values one body may hold. Parsing costs about 0.1-0.3 us per value (dict keys the most), so a
-# body at the limit parses in well under 30 ms whatever its shape, and takes a few MB as objects.
+# Values one body may hold: what bounds a body's parse time and the memory its objects take,
+# whatever its shape (docs/performance.md).
 MAX_VALUES = 100_000
 # A body from this size on gives the loop a turn between its parse's steps (let_others_run).
 LARGE_BYTES = 1024 * 1024
@@ -87,8 +87,8 @@ def _dumps(value: Any, default: Callable[[Any], Any] | None) -> str:
 
 def dumps_bytes(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
     """The JSON text as UTF-8, written in C where it can be (orjson: several times faster than
-    the json module on the records, events and run data every execution writes, a 16 MiB body
-    in tens of milliseconds where the json module takes hundreds); orjson refuses what only
+    the json module on the records, events and run data every execution writes, and on the
+    largest bodies); orjson refuses what only
     `_dumps` writes as JavaScript would (a lone surrogate, an integer past 64 bits, a non-string
     key)."""
     try:
@@ -154,7 +154,7 @@ def let_others_run(raw: bytes) -> None:
 
 def _parse(raw: bytes) -> Any:
     # The objects built here are acyclic: a collection pass in the middle of building them
-    # would only walk them (it made parsing lists of lists ten times slower).
+    # would only walk them, again and again on a body of nested lists.
     enabled = gc.isenabled()
     gc.disable()
     try:

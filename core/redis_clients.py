@@ -90,12 +90,12 @@ def script(client: Any, source: str) -> Any:
 class Quick:
     """Commands written and read on a connection of a plain client's pool, without the layers
     redis-py puts around each (the command wrappers, its retry closure, observability hooks,
-    response callbacks, a Pipeline object): about half the client's CPU for a command, on the
-    steps every chat message takes (the api's create; the worker's claim, memory, publishes
-    and end). So only commands whose raw reply is their answer. The pool's own checks stay (a
-    connection with unread data is not handed out; the health check's PING). A connection that
-    may hold half a reply (an error, a greenlet killed mid-read) is closed, never handed back
-    as it is."""
+    response callbacks, a Pipeline object), which cost more CPU than the command's own I/O
+    (docs/performance.md), on the steps every chat message takes (the api's create; the worker's
+    claim, memory, publishes and end). So only commands whose raw reply is their answer. The pool's
+    own checks stay (a connection with unread data is not handed out; the health check's PING). A
+    connection that may hold half a reply (an error, a greenlet killed mid-read) is closed, never
+    handed back as it is."""
 
     __slots__ = ("client", "pool")
 

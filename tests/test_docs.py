@@ -1,10 +1,11 @@
-"""Every command in README.md and docs/*.md runs as written.
+"""Every command in README.md, CONTRIBUTING.md and docs/*.md runs as written.
 
 A fenced block marked `sh` holds commands, one a line (a line ending in a backslash goes on, `#`
 starts a comment); other blocks are output or configuration. A block that cannot run here says
 why in a comment right before it, `<!-- not run: <why> -->`: it needs a container engine (the
-compose deployment, which tests/compose runs), it is a server that runs until stopped, or a
-benchmark that loads the machine for minutes.
+compose deployment, which tests/compose runs), it is a server that runs until stopped, a
+benchmark that loads the machine for minutes, or the test suite (or a part of it longer than a
+command here may take).
 
 The others run in order, file by file, with bash from a scratch checkout of this repository
 (its files linked, `.venv` included) where `mini-n8n up` runs, as a user's second terminal would:
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from mini_n8n.redis_server import free_port
 from tests.e2e.deployment import ROOT
 from tests.test_up import everything, start_up, stop_up, up_env
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->", re.S)
 # What a scratch checkout leaves out: state of a run in the real checkout, and a workflows
 # folder of the developer's, which `up` would import instead of the examples.
@@ -90,6 +92,17 @@ def test_no_user_page_tells_the_history_of_past_changes():
     for path in DOCS:
         text = path.read_text()
         assert not re.search(r"\b(before|after) issue \d+|issue \d+'s", text, re.I), path
+
+
+def test_the_package_version_is_the_changelogs_newest_release():
+    releases = re.findall(
+        r"^## (\d+\.\d+\.\d+) \((\d{4}-\d\d-\d\d)\)", (ROOT / "CHANGELOG.md").read_text(), re.M
+    )
+    assert releases, "CHANGELOG.md names no release as '## X.Y.Z (YYYY-MM-DD)'"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == releases[0][0]
+    dates = [date for _, date in releases]
+    assert dates == sorted(dates, reverse=True)  # newest first
 
 
 @pytest.fixture(scope="module")

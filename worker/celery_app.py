@@ -58,8 +58,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
         broker_transport_options={"ack_emulation": False},
         # No AMQP heartbeats (RabbitMQ; the Redis transport has none). With them on, Celery's
         # loop for gevent workers drains its event connection for up to 0.1 s after each read of
-        # the task connection (celery/worker/loops.py `_quick_drain`): every task waited about
-        # 100 ms before its worker took it, about 10 tasks per second per worker. A dead peer is
+        # the task connection (celery/worker/loops.py `_quick_drain`): every task waited that
+        # long before its worker took it (docs/performance.md). A dead peer is
         # still noticed: py-amqp's sockets keep TCP keepalive and TCP_USER_TIMEOUT on.
         broker_heartbeat=0,
         # Celery's coming default, said now so a lost connection logs no deprecation warning: it
@@ -164,7 +164,7 @@ MODULES_COMMAND = "mini_n8n_modules"
 def _register_modules_command() -> None:
     """A remote-control answer naming the modules this worker process has loaded, so one can
     check from outside (`celery inspect`, a test) that a worker which reports ready already
-    holds everything an execution imports (warm start, issue 14)."""
+    holds everything an execution imports (warm start)."""
     import sys
 
     from celery.worker.control import inspect_command

@@ -1,12 +1,13 @@
 """Every place mini-n8n reaches past Celery's and kombu's public API, and the fence around them.
 
-Three shortcuts, each worth a measured share of the CPU a chat message costs, each with the
-libraries' own path kept as its fallback:
+Three shortcuts, each worth a measured share of the CPU a chat message costs
+(docs/performance.md, "Figures behind the code"), each with the libraries' own path kept as its
+fallback:
 
 - **The worker's short path for its task** (`strategy`, Celery's `Task.Strategy` hook). Celery's
   default strategy decodes a message with kombu's JSON, logs "received", and has the pool run
-  its tracer around the task once the consumer has read its next message: about a tenth of the
-  worker's CPU per message, and half the time from the broker's answer to the execution's claim.
+  its tracer around the task once the consumer has read its next message: CPU per message, and
+  time between the broker's answer and the execution's claim.
   Here a plain message is decoded once with orjson, its request is Celery's own `Request` (built
   by Celery's own `__init__` from the decoded body: every Celery path that touches a reserved or
   running request, a consumer restart, a revoke, an inspect, finds what it expects), and it runs
@@ -16,12 +17,11 @@ libraries' own path kept as its fallback:
   signals, another serializer, an acks_late task, a pool that is not gevent's.
 - **One Redis client per kombu channel** (`install_broker_client`). kombu's Redis channel builds
   a `redis.Redis` for every publish and for each ack, copying a table of some 170 response
-  callbacks each time (about 50 us a message); a client is only its pool and that table, safe
-  to share, so each channel keeps one per pool.
+  callbacks each time; a client is only its pool and that table, safe to share, so each channel
+  keeps one per pool.
 - **The api writes a task's message itself** (`redis_message`), in the transaction that records
   the execution, when the broker is the store's own Redis: Celery's send built the same message
-  with three JSON encodings and a Redis client per publish, on a thread of its own (about a
-  quarter of the api's CPU per message).
+  with three JSON encodings and a Redis client per publish, on a thread of its own.
 
 The private names used, and why:
 

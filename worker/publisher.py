@@ -46,9 +46,8 @@ PUBLISH_RETRY_SECONDS = 60.0
 # While other executions stream too, the outbox lets the loop turn once before it takes a batch
 # (under gevent a timer, which runs once every greenlet already woken has had its turn), so that
 # the other executions whose model reads came in meanwhile hand their tokens over first and one
-# write carries them all. Under 32 sessions: fewer, fuller publishes and fewer wake-ups of the
-# api's relay for each, api CPU per message x0.90 and worker x0.95 (bench/compare.py). An
-# execution streaming alone publishes at once.
+# write carries them all: fewer, fuller publishes and fewer wake-ups of the api's relay for
+# each (docs/performance.md). An execution streaming alone publishes at once.
 TURN_SECONDS = 1e-6
 _KEPT_MS = REPLAY_SECONDS * 1000
 

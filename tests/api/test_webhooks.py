@@ -115,7 +115,7 @@ def test_streaming_answers_ndjson_with_anti_buffering_headers_and_the_execution_
 @pytest.mark.parametrize("release", [False, True])
 def test_an_open_stream_empties_its_environ_only_where_the_server_allows(api, release):
     """api/gunicorn_conf.py sets the flag: that server reads no environ once the app returned,
-    and an open stream would keep it for its whole length (issue 14)."""
+    and an open stream would keep it for its whole length."""
     test_client, _, _ = api
     app = test_client.application
     environ = EnvironBuilder(

@@ -1,4 +1,4 @@
-"""The chat WebSocket under hostile input, on a real deployment (issue 23, cases 3, 4 and 7): every
+"""The chat WebSocket under hostile input, on a real deployment: every
 frame goes through the body rules of every door, a bad one gets an error frame and the wait goes
 on with nothing stored; the socket needs the POST's resumeToken and the chat's login; a refusal
 is a close frame with a reason."""

@@ -1,7 +1,7 @@
-"""The chat WebSocket's own limits and failures on a real api, read with a real WebSocket client
-(issue 23, item 6): past MINI_N8N_CHAT_SOCKET_MAX a socket is closed at once with 1013 and a
-reason; an idle one with 1001; a failure inside the api is a 1011 close frame with a reason,
-whether it happens while the socket opens or later in its own loop; the waits go on meanwhile."""
+"""The chat WebSocket's own limits and failures on a real api, read with a real WebSocket client:
+past MINI_N8N_CHAT_SOCKET_MAX a socket is closed at once with 1013 and a reason; an idle one with
+1001; a failure inside the api is a 1011 close frame with a reason, whether it happens while the
+socket opens or later in its own loop; the waits go on meanwhile."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from redis.crc import key_slot
 
 from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
-from core.execution_record import ExecutionRecord, Status
+from core.execution_record import ExecutionRecord, Status, header
 from core.executions import ExecutionStore
 from core.keys import Keys, history_member
 from core.pruning import BACKLOG_EVERY_SECONDS, PRUNE_EVERY_SECONDS, Pruner, Rules, execution_keys
@@ -104,6 +104,31 @@ def test_unfinished_executions_count_but_are_never_pruned(store, keys):
     assert history(store) == ["old-wait", "old-run", "old-new", "f1", "f2"]
     assert store.client.exists(keys.execution_resume("old-wait"), keys.execution_lease("old-run"))
     assert store.get("old-wait").status == Status.WAITING
+
+
+def test_the_delete_step_itself_leaves_an_unfinished_execution_alone(store, keys, monkeypatch):
+    """The step that deletes reads the record again, in the same Redis step as the delete: an
+    execution still new, running or waiting keeps every key even when a round chose it."""
+    waiting(store, "old-wait", at=1)
+    running(store, "old-run", at=2)
+    created(store, "old-new", at=3)
+    careless = pruner(store, max_count=1)
+    monkeypatch.setattr(careless, "_selected", lambda raw, over_count, cutoff_ms: header(raw).rev)
+    careless.run()
+    assert history(store) == ["old-wait", "old-run", "old-new"]
+    assert [store.get(e).status for e in ("old-wait", "old-run", "old-new")] == [
+        Status.WAITING,
+        Status.RUNNING,
+        Status.NEW,
+    ]
+    assert (
+        store.client.exists(
+            keys.execution_resume("old-wait"),
+            keys.execution_lease("old-run"),
+            keys.execution_queued("old-new"),
+        )
+        == 3
+    )
 
 
 def test_finished_executions_older_than_the_max_age_go_counted_from_when_they_stopped(store):

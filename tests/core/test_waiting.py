@@ -4,6 +4,8 @@ once, and stopping a waiting execution cancels it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core import events
 from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
@@ -25,6 +27,33 @@ def _waiting(
     waiting = running.next(status=Status.WAITING, wait_till=wait_till)
     assert store.pause(running, waiting, '{"engine":{"node":"Ask"}}', "a1") == ("paused", None)
     return WaitingStore(store), waiting
+
+
+STATE = '{"engine":{"node":"Ask"}}'
+
+
+@dataclass
+class Resumed:
+    """One execution's records: as created, as its first worker ran it (claim t1), its wait,
+    and new again once a reply resumed it."""
+
+    created: ExecutionRecord
+    first: ExecutionRecord
+    waiting: ExecutionRecord
+    resumed: ExecutionRecord
+
+
+def _resumed(redis_client, keys) -> tuple[ExecutionStore, Resumed]:
+    store = ExecutionStore(redis_client, keys)
+    created = ExecutionRecord("e1", "w1", session_id="s1")
+    store.create(created)
+    first = created.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(created, first)
+    waiting = first.next(status=Status.WAITING)
+    assert store.pause(first, waiting, STATE, "a1") == ("paused", None)
+    outcome, resumed = store.reply(waiting, {"json": {"chatInput": "Ada"}})
+    assert outcome == Reply.RESUMED and resumed is not None
+    return store, Resumed(created, first, waiting, resumed)
 
 
 def _subscribed(redis_client, channel):
@@ -64,6 +93,35 @@ def test_only_one_message_resumes_a_wait(redis_client, keys):
     assert first[0] == Reply.RESUMED and first[1].queued_at
     assert waits.store.reply(waiting, {"json": {"chatInput": "two"}}) == (Reply.QUEUED, None)
     assert redis_client.lrange(keys.session_queue("w1", "s1"), 0, -1) == ["e1"]
+
+
+def test_a_wait_retried_after_its_execution_moved_on_to_another_worker_takes_nothing(
+    redis_client, keys
+):
+    """A worker's wait was recorded but its answer lost; meanwhile a reply resumed the execution
+    and another worker claimed it. The first worker's retry of that wait is refused: it takes
+    neither the reply that resumed the run nor the one queued for the second worker's run."""
+    store, run = _resumed(redis_client, keys)
+    second = run.resumed.next(status=Status.RUNNING, claim="t2")
+    assert store.claim(run.resumed, second)
+    assert store.reply(second, {"json": {"chatInput": "next"}}) == (Reply.QUEUED, None)
+
+    assert store.pause(run.first, run.waiting, STATE, "a1") == ("refused", None)
+    assert redis_client.llen(keys.execution_replies("e1")) == 1
+    current = store.get("e1")
+    assert current is not None and (current.status, current.claim) == (Status.RUNNING, "t2")
+
+
+def test_a_stale_task_of_an_execution_that_is_new_again_claims_nothing(redis_client, keys):
+    """A task redelivered after its execution ran, waited and was resumed (new again, with the
+    reply's own task) carries the record as it first was: its claim is refused, and the resumed
+    run is claimed once, by the reply's task. No message is answered twice."""
+    store, run = _resumed(redis_client, keys)
+
+    assert not store.claim(run.created, run.created.next(status=Status.RUNNING, claim="t2"))
+    assert store.claim(run.resumed, run.resumed.next(status=Status.RUNNING, claim="t3"))
+    current = store.get("e1")
+    assert current is not None and (current.status, current.claim) == (Status.RUNNING, "t3")
 
 
 def test_delivered_counts_only_grow(redis_client, keys):

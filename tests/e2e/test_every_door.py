@@ -1,4 +1,4 @@
-"""Issue 23 against a real api and worker (keyless, on loopback): no cross-site writes to REST,
+"""Every door against a real api and worker (keyless, on loopback): no cross-site writes to REST,
 bodies refused early by per-route limits and parsed without holding the api, REST ids and
 versions, no Redis address in public errors."""
 

@@ -1,4 +1,4 @@
-"""Issue 23, bounded work: an expression pays for the bytes it would build before building them,
+"""Bounded work: an expression pays for the bytes it would build before building them,
 an execution's CPU time is bounded and checked at checkpoints, a workflow's node count is
 bounded at load. Work is counted, never timed: the steps an evaluation was charged, the bytes it
 allocated, the checkpoints a run passed (tests/engine/work.py); bench/hostile_input.py prints

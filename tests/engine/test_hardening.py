@@ -48,7 +48,7 @@ def test_a_webhook_to_set_workflow_doubles_a_megabyte_numeric_string():
         {"id": "1", "name": "twice", "value": "={{ $json.body.qty * 2 }}", "type": "number"}
     ]
     workflow = load_workflow(data)
-    # A number regex that backtracks quadratically took seconds on 15 KB: hours on this.
+    # A number regex that backtracks is quadratic in the digits: on this it would never finish.
     item = {"json": {"body": {"qty": "1" * MEGABYTE + "x"}}}
     run = run_workflow(workflow, [item])
     assert run.status == "success", run.error
@@ -331,6 +331,6 @@ def test_the_mock_model_reads_a_megabyte_of_digits(text):
     from engine.nodes.lm_chat_mock import answer
     from memory.messages import ChatMessage
 
-    # 20,000 digits took 28 s while the arithmetic pattern backtracked: hours for these.
+    # A backtracking arithmetic pattern is quadratic in the digits: on these it would never finish.
     reply = answer([ChatMessage("human", text)], [Calculator()])
     assert reply.content or reply.tool_calls

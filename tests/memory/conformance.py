@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from memory.base import ChatMemory, SessionMemory
+from memory.journal import Journal
 from memory.messages import ChatMessage, ToolCall, ai, human, system, tool
 
 
@@ -160,6 +161,22 @@ class MemoryConformance:
         assert bound.messages() == turn(1) + turn(2)
         bound.clear()
         assert memory.messages("s1") == []
+
+    def test_a_runs_own_turns_wait_in_its_journal_and_are_read_within_the_window(
+        self, memory: ChatMemory
+    ):
+        """A worker's run: its turns are written when it ends (memory/journal.py), and what it
+        reads meanwhile is the stored history and its own turns, newest last, cut to the window."""
+        add_turns(memory, "s1", 2)
+        bound = SessionMemory(memory, "s1", window=2, journal=Journal())
+        bound.add_turn(turn(3))
+
+        assert memory.messages("s1") == turn(1) + turn(2)
+        assert bound.load() == turn(2) + turn(3)
+        assert bound.messages() == turn(1) + turn(2) + turn(3)
+        bound.add_turn(turn(4))
+        assert bound.load() == turn(3) + turn(4)
+        assert SessionMemory(memory, "s1", window=0, journal=bound.journal).load() == []
 
     def test_a_concurrent_reader_never_sees_half_a_turn(self, memory: ChatMemory):
         writers, turns_each = 4, 25

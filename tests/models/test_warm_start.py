@@ -1,4 +1,4 @@
-"""Warm start (issue 14): a worker that reports ready already holds every module its first
+"""Warm start: a worker that reports ready already holds every module its first
 execution needs, so that execution imports nothing: asked through a remote-control command
 (worker/celery_app.py) right after the worker printed " ready.", and again after one chat."""
 
