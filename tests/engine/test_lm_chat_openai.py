@@ -4,7 +4,6 @@ engine. The client that talks to the server is tested in tests/models."""
 
 from __future__ import annotations
 
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +12,7 @@ from core.credentials import CredentialStore
 from engine.errors import NodeExecutionError, WorkflowValidationError
 from engine.model_settings import OpenAiSettings
 from engine.nodes.lm_chat_openai import LmChatOpenAi
-from engine.services import Services
+from tests.engine.stand_in import StandInContext
 
 KEY = "sk-test-SECRET-123"
 REFS = {"openAiApi": {"id": "cred1", "name": "OpenAi account"}}
@@ -28,23 +27,6 @@ class RecordingModels:
     def openai(self, settings, api_key, cancel=None):
         self.built.append((settings, api_key, cancel))
         return SimpleNamespace(model_name=settings.model)
-
-
-class StandInContext:
-    """The slice of SupplyContext the node uses: node, get_parameter, services, cancel."""
-
-    def __init__(self, parameters, credentials, store, models=None, name="OpenAI Chat Model"):
-        self.node = SimpleNamespace(name=name, parameters=parameters, credentials=credentials)
-        self.services = Services(credentials=store, chat_models=models)
-        self.cancel = threading.Event()
-
-    def get_parameter(self, path, default=None):
-        value = self.node.parameters
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                return default
-            value = value[part]
-        return value
 
 
 def store_for(url: str, **data) -> CredentialStore:

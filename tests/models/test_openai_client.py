@@ -13,7 +13,6 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import openai
@@ -22,13 +21,13 @@ import pytest
 from core.credentials import CredentialStore
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.nodes.lm_chat_openai import LmChatOpenAi
-from engine.services import Services
 from memory.messages import ToolCall, ai, human, system, tool
 from models.clients import ModelClients
 from models.openai_chat import OpenAiChatModel
 from models.openai_errors import StreamedError
 from models.openai_stream import sse_batches
 from models.pump import Pump, spawn_thread
+from tests.engine.stand_in import StandInContext
 from tests.fakes.openai_server import fake_openai
 from tests.waiting import wait_until
 
@@ -36,23 +35,6 @@ pytestmark = pytest.mark.fast  # a fake server in this process; no process of ou
 
 KEY = "sk-test-SECRET-123"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class StandInContext:
-    """The slice of SupplyContext the node uses: node, get_parameter, services, cancel."""
-
-    def __init__(self, parameters, credentials, store, name="OpenAI Chat Model"):
-        self.node = SimpleNamespace(name=name, parameters=parameters, credentials=credentials)
-        self.services = Services(credentials=store, chat_models=ModelClients())
-        self.cancel = threading.Event()
-
-    def get_parameter(self, path, default=None):
-        value = self.node.parameters
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                return default
-            value = value[part]
-        return value
 
 
 class Calculator:
@@ -87,7 +69,7 @@ def make_model(url: str, model="gpt-4.1-mini", domains=None, **options) -> OpenA
     params = {"model": {"__rl": True, "mode": "list", "value": model}, "options": options}
     refs = {"openAiApi": {"id": "cred1", "name": "OpenAi account"}}
     store = store_for(url, **(domains or {}))
-    built = LmChatOpenAi().supply_data(StandInContext(params, refs, store), 0)
+    built = LmChatOpenAi().supply_data(StandInContext(params, refs, store, ModelClients()), 0)
     built.retry_base_delay = 0.01  # keeps the retry tests fast; the policy is what they check
     return built
 
@@ -393,7 +375,7 @@ def test_stop_during_a_retry_wait_raises_canceled(fake):
 def test_the_node_uses_the_context_cancel_when_invoke_gets_none(fake):
     fake.fail = "hang"
     params = {"model": "gpt-4.1-mini"}
-    ctx = StandInContext(params, {}, store_for(fake.base_url))
+    ctx = StandInContext(params, {}, store_for(fake.base_url), ModelClients())
     model = LmChatOpenAi().supply_data(ctx, 0)
     threading.Timer(0.2, ctx.cancel.set).start()
     with pytest.raises(ExecutionCanceled):
