@@ -37,8 +37,7 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 @bodies.received_by_view
 def webhook(path: str) -> Response:
     rt = runtime()
-    with rt.admission.turn():  # the route, from memory or in one round trip
-        door = _door(rt, path)
+    door = _door(rt, path)
     bodies.limit(request, door)  # 413 from Content-Length, before a byte is read
     bodies.receive()  # holding no turn: a slow sender keeps nobody else waiting
     # A large body waits for its own turn (one at a time): parsed and enqueued, it holds
@@ -52,11 +51,15 @@ def _door(rt, path: str) -> Door:
     """A chat message's door for a Chat Trigger's route, else a webhook's."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return Door.WEBHOOK
-    route = rt.workflows.route(request.method, path.strip("/"), remembered=True)
+    path = path.strip("/")
+    route = rt.workflows.remembered_route(request.method, path)
+    if route is None:
+        with rt.admission.turn():  # the route, in one round trip
+            route = rt.workflows.route(request.method, path, remembered=True)
     if route.found is None:
         return Door.WEBHOOK
     try:
-        node = _trigger_for(route.found[1], request.method, path.strip("/"))
+        node = _trigger_for(route.found[1], request.method, path)
     except ApiError:
         return Door.WEBHOOK
     return Door.CHAT if node.type == ChatTrigger.type else Door.WEBHOOK
@@ -132,9 +135,21 @@ def _options(rt, path: str, allowed: list[str]) -> Response:
     return Response(status=204, headers={"Allow": ", ".join(["OPTIONS", *allowed])})
 
 
+# The trigger node last found for a route, with the workflow object it was found in: a request
+# that finds the same (remembered) workflow skips the walk over its webhooks.
+_TRIGGERS: dict[tuple[str, str], tuple[Any, Any]] = {}
+MAX_TRIGGERS = 10_000
+
+
 def _trigger_for(workflow, method: str, path: str):
+    known = _TRIGGERS.get((method, path))
+    if known is not None and known[0] is workflow:
+        return known[1]
     for name, spec in workflow_webhooks(workflow):
         if spec.method == method and spec.path == path:
+            if len(_TRIGGERS) >= MAX_TRIGGERS:
+                _TRIGGERS.clear()
+            _TRIGGERS[(method, path)] = (workflow, workflow.nodes[name])
             return workflow.nodes[name]
     raise ApiError(404, f'The requested webhook "{method} {path}" is not registered.')
 

@@ -273,6 +273,11 @@ class WorkflowStore:
             self._routes[(method, path)] = Route(workflow_id, allowed, (data, workflow), check)
         return Route(workflow_id, allowed, (data, workflow), None)
 
+    def remembered_route(self, method: str, path: str) -> Route | None:
+        """The route found before, from memory only (no round trip), or None."""
+        with self._lock:
+            return self._routes.get((method.upper(), path))
+
     def forget_routes(self) -> None:
         """Routes remembered are read again (a route turned out stale, or this process changed
         a workflow)."""
