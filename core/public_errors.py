@@ -58,12 +58,24 @@ def generic(execution_id: str) -> str:
 
 def public_chunk(chunk: dict[str, Any], execution_id: str) -> dict[str, Any]:
     """A chunk for a public stream: a failed node's `error` chunk says what `public_error` lets
-    it say (its metadata, which names the node as n8n's does, stays); other chunks as they are."""
+    it say (its metadata, which names the node as n8n's does, stays), and so does a failed tool
+    call's step line; other chunks as they are."""
+    if chunk.get("type") == "tool-call-end":
+        return _tool_end(chunk, execution_id)
     if chunk.get("type") != "error":
         return chunk
     content = chunk.get("content")
     said = public_error(Status.ERROR, content if isinstance(content, str) else None, execution_id)
     return chunk if said == content else {**chunk, "content": said}
+
+
+def _tool_end(chunk: dict[str, Any], execution_id: str) -> dict[str, Any]:
+    """A tool's error is a node's error (an upstream's answer, a host, a value): the record keeps
+    it, a public stream gets the generic text in its place."""
+    metadata = chunk.get("metadata")
+    if not isinstance(metadata, dict) or "toolError" not in metadata:
+        return chunk
+    return {**chunk, "metadata": {**metadata, "toolError": generic(execution_id)}}
 
 
 def _a_limit(error: str) -> bool:

@@ -76,3 +76,15 @@ def test_an_error_chunk_about_the_executions_limits_keeps_its_words():
 def test_other_chunks_pass_as_they_are():
     item = {"type": "item", "content": "db password hunter2", "metadata": {}}
     assert public_chunk(item, "e1") is item
+
+
+def test_a_failed_tool_calls_step_line_keeps_its_metadata_and_loses_the_tools_error():
+    meta = {"toolName": "http", "toolCallId": "c1", "toolError": UPSTREAM, "durationMs": 3}
+    chunk = {"type": "tool-call-end", "metadata": meta}
+    assert public_chunk(chunk, "e1") == {
+        "type": "tool-call-end",
+        "metadata": {**meta, "toolError": GENERIC},
+    }
+    assert chunk["metadata"]["toolError"] == UPSTREAM  # the engine's own chunk is not changed
+    done = {"type": "tool-call-end", "metadata": {"toolName": "http", "toolOutput": "84"}}
+    assert public_chunk(done, "e1") is done
