@@ -201,8 +201,6 @@ def release() -> None:
 def _receive(request: Request, rules: Intake, held: Held) -> bytes:
     """Read from the server's input: gunicorn ends it at the body's end (length or chunks); the
     socket's timeout is the idle time between two bytes, a timer each read's rate deadline."""
-    import gevent
-
     environ = request.environ
     stream, sock = environ["wsgi.input"], environ.get("gunicorn.socket")
     length = request.content_length
@@ -217,10 +215,8 @@ def _receive(request: Request, rules: Intake, held: Held) -> bytes:
             return _at_once(stream, length, held, pace)
         while (size := reader.next_size()) > 0:
             _take_room(held, size, None if small else rules.wait_seconds, pace)
-            started, due = time.monotonic(), pace.due(size)
-            seconds = None if math.isinf(due) else max(due - started, 0.0)  # None: no rate
-            with gevent.Timeout(seconds, TooSlow()):
-                chunk = stream.read(size)
+            started = time.monotonic()
+            chunk = _read_in_time(stream, size, pace, started)
             held.give(size - len(chunk))
             pace.arrived(len(chunk), time.monotonic())
             if reader.add(chunk, time.monotonic() - started):
@@ -234,16 +230,21 @@ def _receive(request: Request, rules: Intake, held: Held) -> bytes:
     return reader.body()
 
 
+def _read_in_time(stream: Any, size: int, pace: Pace, now: float) -> bytes:
+    """Up to `size` bytes, in by the rate's deadline for them (TooSlow past it)."""
+    import gevent
+
+    due = pace.due(size)
+    seconds = None if math.isinf(due) else max(due - now, 0.0)  # None: no rate
+    with gevent.Timeout(seconds, TooSlow()):
+        return stream.read(size)
+
+
 def _at_once(stream: Any, length: int, held: Held, pace: Pace) -> bytes:
     """A body of one read's size (most chat messages): the same deadlines, without the
     bookkeeping of a body read piece by piece."""
-    import gevent
-
     held.take(length, None)
-    due = pace.due(length)
-    seconds = None if math.isinf(due) else max(due - time.monotonic(), 0.0)
-    with gevent.Timeout(seconds, TooSlow()):
-        data = stream.read(length)
+    data = _read_in_time(stream, length, pace, time.monotonic())
     if len(data) < length:
         held.give(length - len(data))
         raise ApiError(400, "The request body ended before its Content-Length")

@@ -247,11 +247,9 @@ class WorkflowStore:
         route found before may be answered from memory, with the RouteCheck of what it assumed,
         for the execution's create to confirm in its own step."""
         method = method.upper()
-        if remembered:
-            with self._lock:
-                hit = self._routes.get((method, path))
-            if hit is not None:
-                return hit
+        hit = self.remembered_route(method, path) if remembered else None
+        if hit is not None:
+            return hit
         if self._route is None:
             workflow_id, allowed = self.lookup(method, path)
             loaded = None if workflow_id is None else self.load(workflow_id)

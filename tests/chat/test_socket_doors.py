@@ -99,6 +99,16 @@ FRAMES_AND_BODIES = [
 ]
 
 
+def _post_raw(deploy, workflow: dict, raw: bytes) -> httpx.Response:
+    """These bytes as a JSON body on the chat's URL."""
+    return httpx.post(
+        chat_url(deploy.base, workflow),
+        content=raw,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+
+
 @pytest.mark.parametrize(("raw", "kind"), FRAMES_AND_BODIES)
 def test_a_bad_frame_is_answered_in_the_words_http_answers_the_same_bytes_with(
     chat_deployment, raw, kind
@@ -106,12 +116,7 @@ def test_a_bad_frame_is_answered_in_the_words_http_answers_the_same_bytes_with(
     deploy = chat_deployment
     workflow = deploy.activate(ask_name_workflow())
     session = _session()
-    posted = httpx.post(
-        chat_url(deploy.base, workflow),
-        content=raw,
-        headers={"content-type": "application/json"},
-        timeout=10,
-    )
+    posted = _post_raw(deploy, workflow, raw)
     assert posted.status_code == 400
     execution_id = start(deploy.base, workflow, session)
     with open_chat(deploy.base, session, execution_id) as ws:
@@ -135,12 +140,7 @@ def test_a_lone_surrogate_posted_as_the_reply_gets_400_and_the_conversation_goes
         + session.encode()
         + b'","chatInput":"Bob \\ud800"}'
     )
-    response = httpx.post(
-        chat_url(deploy.base, workflow),
-        content=raw,
-        headers={"content-type": "application/json"},
-        timeout=10,
-    )
+    response = _post_raw(deploy, workflow, raw)
     assert response.status_code == 400
     assert "lone surrogate" in response.json()["message"]
     assert deploy.execution(execution_id)["status"] == "waiting"

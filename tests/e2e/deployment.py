@@ -22,7 +22,7 @@ from core.keys import Keys
 from core.redis_clients import connect
 from core.workflow_store import WorkflowStore
 from engine.workflow import load_workflow
-from mini_n8n.redis_server import free_port
+from mini_n8n.redis_server import EmbeddedRedis, free_port
 from tests.e2e.client import ChatReply, stream_chat
 from tests.waiting import wait_until
 
@@ -175,6 +175,22 @@ class Deployment:
         """A session's memory: a public chat's, or a protected workflow's (`workflow_id`)."""
         key = self.keys.chat(session_id, workflow_id)
         return [json.loads(x) for x in self.redis.lrange(key, 0, -1)]
+
+
+@contextlib.contextmanager
+def on_its_own_redis(**env: str) -> Iterator[Deployment]:
+    """An api and a worker on an embedded Redis of their own (`.server`), which the test may
+    stop, start again or fill."""
+    server = EmbeddedRedis().start()
+    deploy = Deployment(server.url, **env)
+    deploy.server = server
+    try:
+        deploy.base = deploy.start_api()
+        deploy.worker = deploy.start_worker()
+        yield deploy
+    finally:
+        deploy.stop()
+        deploy.server.stop()  # the one running now: a test may have started another
 
 
 def fresh_ids(workflow: dict) -> dict:

@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from core.retention import REDIS_FULL, UNSAVED_GRACE_SECONDS
-from mini_n8n.redis_server import EmbeddedRedis
 from tests.chat.conversation import (
     FIRST,
     ask_name_workflow,
@@ -25,7 +24,7 @@ from tests.chat.conversation import (
 )
 from tests.chat.conversation import reply as send_reply
 from tests.e2e.client import stream_chat
-from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.e2e.deployment import chat_url, fresh_ids, on_its_own_redis
 from tests.waiting import wait_until
 from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example, with_model_delay
 
@@ -34,16 +33,8 @@ API_KEY = "bounded-redis-key"
 
 @pytest.fixture(scope="module")
 def deploy():
-    server = EmbeddedRedis().start()
-    deployment = Deployment(server.url, MINI_N8N_API_KEY=API_KEY, MINI_N8N_KEEPALIVE_SECONDS="1")
-    try:
-        deployment.base = deployment.start_api()
-        deployment.worker = deployment.start_worker()
-        deployment.server = server
+    with on_its_own_redis(MINI_N8N_API_KEY=API_KEY, MINI_N8N_KEEPALIVE_SECONDS="1") as deployment:
         yield deployment
-    finally:
-        deployment.stop()
-        server.stop()
 
 
 @contextlib.contextmanager

@@ -11,26 +11,19 @@ import pytest
 
 from mini_n8n.redis_server import EmbeddedRedis
 from tests.e2e.client import stream_chat
-from tests.e2e.deployment import Deployment, chat_url, fresh_ids
+from tests.e2e.deployment import chat_url, fresh_ids, on_its_own_redis
 from tests.workflows import REDIS_CHAT, example, with_model_delay
 
 
 @pytest.fixture
 def outage():
     """A deployment on a Redis of its own, which the test may stop and start again."""
-    server = EmbeddedRedis().start()
     # A stream waits out a Redis outage (its connection is made again) for MINI_N8N_REDIS_OUTAGE,
     # then says so: short here.
-    deploy = Deployment(server.url, MINI_N8N_KEEPALIVE_SECONDS="1", MINI_N8N_LEASE_SECONDS="2",
-                        MINI_N8N_REDIS_OUTAGE="5")  # fmt: skip
-    try:
-        deploy.base = deploy.start_api()
-        deploy.worker = deploy.start_worker()
-        deploy.server = server
+    with on_its_own_redis(
+        MINI_N8N_KEEPALIVE_SECONDS="1", MINI_N8N_LEASE_SECONDS="2", MINI_N8N_REDIS_OUTAGE="5"
+    ) as deploy:
         yield deploy
-    finally:
-        deploy.stop()
-        deploy.server.stop()
 
 
 def test_requests_while_redis_is_down_get_503_json_with_retry_after(outage):
