@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
-from flask import Request, Response, jsonify
+from flask import Request, Response, jsonify, redirect
 from werkzeug.exceptions import HTTPException
 
 from api import bodies, cors
-from api.auth import check_webhook_auth
+from api.auth import check_webhook_auth, signed_in_user
 from api.body_limit import Door
 from api.chat_files import multipart_item
 from api.chat_page import page_response
@@ -65,13 +66,13 @@ def handle_chat(rt, workflow: Workflow, node: Node, request: Request, start) -> 
 
 
 def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> Response:
-    check_webhook_auth(rt, node, chat.authentication, request)
     if request.method in ("GET", "HEAD"):
-        if not chat.hosted_page:
-            raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
-        return page_response(workflow, chat)
+        return _page(rt, workflow, node, chat, request)
+    user = check_webhook_auth(rt, node, chat.authentication, request)
     item = chat_item(request, rt.settings, chat.allowed_file_types)
     body = item["json"]
+    if user is not None:  # n8nUserAuth: who it was, as n8n's page sends it, from the session
+        body["metadata"] = {**(body.get("metadata") or {}), "user": user.identity()}
     headers: dict[str, str] = {}
     if body.get("sessionId") is None:
         # Never fall back to a shared default session: a fresh one, returned to the client.
@@ -79,6 +80,21 @@ def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> 
     if body.get("action", "sendMessage") == "loadPreviousSession":
         return previous_session(rt, workflow, node, chat, body, headers)
     return start([item], chat.response_mode, body["sessionId"], headers)
+
+
+def _page(rt, workflow, node, chat: ChatSettings, request: Request):
+    """The hosted page. n8nUserAuth: a browser that is not signed in is sent to sign in, and
+    back here after (n8n's page does it from its script; here the server does, before any)."""
+    if chat.authentication == "n8nUserAuth":
+        try:
+            signed_in_user(request, navigation=True)
+        except ApiError:
+            return redirect("/signin?" + urlencode({"redirect": request.full_path.rstrip("?")}))
+    else:
+        check_webhook_auth(rt, node, chat.authentication, request)
+    if not chat.hosted_page:
+        raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
+    return page_response(workflow, chat)
 
 
 def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, Any]:
