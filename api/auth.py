@@ -22,7 +22,6 @@ import logging
 from flask import Request
 
 from api.errors import ApiError
-from api.rest import auth, cookie
 from core.credentials import CredentialError
 from core.users import User
 
@@ -47,6 +46,9 @@ def check_webhook_auth(rt, node, method: str, request: Request) -> User | None:
 
 def signed_in_user(request: Request, navigation: bool = False) -> User:
     """The person the request's session cookie stands for, or 401 as n8n says it."""
+    # Imported here: the api.rest package imports its routes, and one of them imports this.
+    from api.rest import auth, cookie
+
     user = auth.session_user(navigation)
     if user is not None:
         return user

@@ -22,6 +22,7 @@ from api.body_limit import Door
 from api.chat_files import multipart_item
 from api.chat_page import page_response
 from api.errors import ApiError
+from core.users import User
 from engine.errors import EngineError, SessionKeyRefused
 from engine.nodes.chat_trigger import ChatSettings, chat_settings
 from engine.previous_session import previous_session as load_previous_session
@@ -71,8 +72,8 @@ def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> 
     user = check_webhook_auth(rt, node, chat.authentication, request)
     item = chat_item(request, rt.settings, chat.allowed_file_types)
     body = item["json"]
-    if user is not None:  # n8nUserAuth: who it was, as n8n's page sends it, from the session
-        body["metadata"] = {**(body.get("metadata") or {}), "user": user.identity()}
+    if chat.authentication == "n8nUserAuth" and user is not None:
+        with_user(body, user, chat.include_user)
     headers: dict[str, str] = {}
     if body.get("sessionId") is None:
         # Never fall back to a shared default session: a fresh one, returned to the client.
@@ -80,6 +81,17 @@ def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> 
     if body.get("action", "sendMessage") == "loadPreviousSession":
         return previous_session(rt, workflow, node, chat, body, headers)
     return start([item], chat.response_mode, body["sessionId"], headers)
+
+
+def with_user(body: dict[str, Any], user: User, include: bool) -> None:
+    """Who sent an n8nUserAuth message, as n8n 2.41 writes it: `user` ({id, email, firstName,
+    lastName}) is the server's key, a client's own `user` dropped, set when the trigger includes
+    the user (`includeUserInOutput`). n8n's hosted page also sends `metadata.user` from its
+    script; here the server writes that one too, from the session, so no client can claim it."""
+    body.pop("user", None)
+    if include:
+        body["user"] = user.identity()
+    body["metadata"] = {**(body.get("metadata") or {}), "user": user.identity()}
 
 
 def _page(rt, workflow, node, chat: ChatSettings, request: Request):

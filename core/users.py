@@ -149,12 +149,12 @@ class User:
         }
 
     def identity(self) -> dict[str, str]:
-        """Who sent a chat message, as n8n's hosted chat puts it in `metadata.user`."""
+        """Who sent a chat message, as n8n's Chat Trigger puts it in its output (`user`)."""
         return {
             "id": self.id,
+            "email": self.email,
             "firstName": self.first_name,
             "lastName": self.last_name,
-            "email": self.email,
         }
 
 

@@ -183,7 +183,9 @@ def user_chat(chat_deployment):
     """A chat that needs a signed-in user, and a signed-in chat user's client (its requests
     carry this server's Origin, as the hosted page's do)."""
     workflow = chat_deployment.activate(
-        chat_workflow({"responseMode": "lastNode"}, authentication="n8nUserAuth")
+        chat_workflow(
+            {"responseMode": "lastNode", "includeUserInOutput": True}, authentication="n8nUserAuth"
+        )
     )
     UserStore(chat_deployment.redis, chat_deployment.keys).add(
         "ada@example.com", USER_PASSWORD, "chat", "Ada", "Lovelace"
@@ -210,17 +212,36 @@ def test_n8n_user_auth_refuses_a_message_without_a_sign_in_as_n8n_does(chat_depl
 def test_n8n_user_auth_answers_a_signed_in_user_and_the_trigger_says_who_it_was(
     chat_deployment, user_chat
 ):
+    """As n8n 2.41: `user` is the server's key in the output (a client's own is dropped), there
+    when the trigger includes the user; `metadata.user` is written from the session too."""
     workflow, client = user_chat
-    spoof = {**message("n8nuser-ok"), "metadata": {"user": {"id": "eve"}, "page": "help"}}
+    spoof = {
+        **message("n8nuser-ok"),
+        "user": {"id": "eve"},
+        "metadata": {"user": {"id": "eve"}, "page": "help"},
+    }
     response = client.post(chat_url(chat_deployment.base, workflow), json=spoof)
     assert response.status_code == 200 and response.json() == {"output": ANSWER_84}
     item = trigger_output(chat_deployment.execution(response.headers["x-execution-id"]))
     user = UserStore(chat_deployment.redis, chat_deployment.keys).by_email("ada@example.com")
-    assert item["json"]["metadata"] == {
-        "page": "help",
-        "user": {"id": user.id, "firstName": "Ada", "lastName": "Lovelace",
-                 "email": "ada@example.com"},
-    }  # fmt: skip
+    ada = {"id": user.id, "email": "ada@example.com", "firstName": "Ada", "lastName": "Lovelace"}
+    assert item["json"]["user"] == ada
+    assert item["json"]["metadata"] == {"page": "help", "user": ada}
+
+
+def test_n8n_user_auth_without_include_user_drops_a_claimed_user(chat_deployment, user_chat):
+    _, client = user_chat
+    workflow = chat_deployment.activate(
+        chat_workflow(
+            {"responseMode": "lastNode", "includeUserInOutput": False},
+            authentication="n8nUserAuth",
+        )
+    )
+    claimed = {**message("n8nuser-no"), "user": {"id": "eve"}}
+    response = client.post(chat_url(chat_deployment.base, workflow), json=claimed)
+    assert response.status_code == 200
+    item = trigger_output(chat_deployment.execution(response.headers["x-execution-id"]))
+    assert "user" not in item["json"] and item["json"]["metadata"]["user"]["id"] != "eve"
 
 
 def test_n8n_user_auth_page_sends_a_signed_out_browser_to_sign_in_and_back(
