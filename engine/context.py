@@ -163,9 +163,20 @@ class _NodeContext:
 class ExecuteContext(_NodeContext):
     """What a main node (trigger, Agent, Set, ...) sees."""
 
-    def __init__(self, execution: Execution, node: Node, input_items: list[Item], run_index: int):
+    def __init__(
+        self,
+        execution: Execution,
+        node: Node,
+        input_items: list[Item],
+        run_index: int,
+        inputs: list[list[Item]] | None = None,
+    ):
         super().__init__(execution, node, input_items)
         self.run_index = run_index
+        self.inputs = inputs if inputs is not None else [input_items]
+
+    def input_data(self, index: int) -> list[Item]:
+        return self.inputs[index] if index < len(self.inputs) else []
 
     def is_streaming(self) -> bool:
         return self.execution.is_streaming()
