@@ -73,6 +73,11 @@ class ExecuteFunctions(NodeFunctions, Protocol):
         """The parameter at dotted `path` over the type's defaults, expressions resolved on
         input item `item_index`."""
 
+    def get_filter(self, path: str, item_index: int = 0) -> Any:
+        """A filter parameter (the conditions of IF, Filter, Switch) at `path`, expressions
+        resolved on input item `item_index`, a missing value kept `undefined` (not null), as
+        engine/conditions.py compares them."""
+
     def is_streaming(self) -> bool: ...
 
     def send_chunk(
