@@ -4,8 +4,6 @@ load_workflow, so the editor's form and the engine cannot disagree."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from engine.description import check_parameters, displayed
@@ -31,25 +29,18 @@ def load_error(workflow: dict) -> WorkflowValidationError:
 
 
 def test_every_node_type_declares_a_description_with_a_group_and_unique_parameter_names():
-    """A name appears once per typeVersion: a parameter whose type changed between versions
-    (the If node's `conditions`) is declared once per version range, as n8n does."""
+    """A name repeats only across declarations that display conditions tell apart: n8n declares
+    a parameter once per case it shows in (the If node's `conditions` per version, the Merge
+    node's `numberInputs` per mode), and the form shows the first that applies."""
     for name, cls in node_types().items():
         assert "description" in cls.__dict__, f"{name} declares no description"
         data = cls.description.to_json(name)
         assert data["name"] == name
         assert data["group"] in ("trigger", "agent", "model", "memory", "tool", "core")
-        for version in data["versions"]:
-            names = [p.name for p in cls.description.properties if _for_version(p, version)]
-            assert len(names) == len(set(names)), (name, version)
-
-
-def _for_version(prop, version: float) -> bool:
-    """Whether the property's `@version` condition, if it has one, holds for `version`."""
-    condition = ((prop.display_options or {}).get("show") or {}).get("@version")
-    if condition is None:
-        return True
-    only_version = dataclasses.replace(prop, display_options={"show": {"@version": condition}})
-    return displayed(only_version, {}, version)
+        names = [p.name for p in cls.description.properties]
+        for prop in cls.description.properties:
+            if names.count(prop.name) > 1:
+                assert prop.display_options, (name, prop.name)
 
 
 def test_engine_defaults_and_ai_inputs_are_read_from_the_description():
