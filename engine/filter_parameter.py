@@ -29,15 +29,23 @@ def version_before(version: float) -> dict[str, tuple[Any, ...]]:
 
 
 def conditions_property(
-    name: str = "conditions", shown: dict[str, tuple[Any, ...]] | None = None
+    loose_since: float,
+    filter_versions: tuple[tuple[float, int], ...],
+    shown: dict[str, tuple[Any, ...]] | None = None,
 ) -> Property:
+    """The conditions. `filter_versions` (from which node version, which filter version) and
+    `loose_since` are n8n's typeOptions.filter: the editor writes the value's `options` from
+    them (api/static/editor/filter.js), as n8n's editor does."""
     return Property(
-        name,
+        "conditions",
         "Conditions",
         "filter",
         {},
         placeholder="Add Condition",
         display_options={"show": shown} if shown else None,
+        type_options={
+            "filter": {"looseSince": loose_since, "versions": [list(v) for v in filter_versions]}
+        },
     )
 
 

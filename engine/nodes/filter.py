@@ -23,7 +23,7 @@ class Filter(NodeType):
         output_names=("Kept", "Discarded"),
         subtitle="filter remove keep condition",
         properties=(
-            conditions_property(),
+            conditions_property(2.1, ((2.3, 3), (2.2, 2))),
             loose_type_validation(2.1),
             Property(
                 "options",

@@ -118,7 +118,7 @@ class If(NodeType):
                 options=(Option("all", "ALL"), Option("any", "ANY")),
                 display_options={"show": _V1},
             ),
-            conditions_property(shown=_V2),
+            conditions_property(2.1, ((2.3, 3), (2.2, 2)), shown=_V2),
             loose_type_validation(2.1),
             Property(
                 "options",

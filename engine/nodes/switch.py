@@ -93,7 +93,7 @@ class Switch(NodeType):
                         "values",
                         "Routing Rule",
                         (
-                            conditions_property(),
+                            conditions_property(3.1, ((3.4, 3), (3.2, 2))),
                             Property("renameOutput", "Rename Output", "boolean", False),
                             Property(
                                 "outputKey",
