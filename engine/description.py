@@ -178,6 +178,9 @@ class NodeDescription:
     outputs: tuple[str, ...] = ("main",)
     output_names: tuple[str, ...] = ()  # n8n's outputNames: what each main output is called
     input_names: tuple[str, ...] = ()  # n8n's input displayNames (a Merge's "Input 1", ...)
+    # The main outputs follow the parameters (n8n's outputs expression: a Switch's rules); the
+    # editor offers one more output port than the highest connected one.
+    dynamic_outputs: bool = False
     credentials: tuple[CredentialSlot, ...] = ()
     properties: tuple[Property, ...] = ()
     subtitle: str = ""  # the search words the node creator also matches
@@ -205,6 +208,7 @@ class NodeDescription:
             "outputs": list(self.outputs),
             "outputNames": list(self.output_names),
             "inputNames": list(self.input_names),
+            "dynamicOutputs": self.dynamic_outputs,
             "credentials": [c.to_json() for c in self.credentials],
             "properties": [p.to_json() for p in self.properties],
             "subtitle": self.subtitle,

@@ -51,6 +51,7 @@ class Switch(NodeType):
         description="Route items depending on defined expression or rules",
         version=3.4,
         versions=(3, 3.1, 3.2, 3.3, 3.4),
+        dynamic_outputs=True,
         subtitle="switch route rules case router",
         properties=(
             Property(

@@ -64,3 +64,42 @@ def test_an_if_node_s_conditions_show_as_rows_and_an_edit_is_saved_in_n8n_s_shap
     added = value["conditions"][1]
     assert (added["leftValue"], added["rightValue"]) == ("={{ $json.data.respondedAt }}", 5)
     assert added["operator"] == {"type": "number", "operation": "gt"}
+
+
+def _node(page, name: str):
+    return page.locator(f".node[data-node-name='{name}']")
+
+
+def test_an_if_has_a_true_and_a_false_port_and_a_merge_two_inputs_each_wired_by_index(
+    deployment, new_tab
+):
+    workflow = fresh_ids(json.loads(EXPORT.read_text())[0])
+    workflow["nodes"].append(
+        {
+            "parameters": {},
+            "type": "n8n-nodes-base.merge",
+            "typeVersion": 3.2,
+            "position": [900, 0],
+            "id": "merge-under-test",
+            "name": "Merge",
+        }
+    )
+    workflow["connections"]["Approved?"] = {"main": [[], []]}
+    deployment.workflows.save(workflow)
+    page = new_tab().page
+    page.goto(f"{deployment.base}/#key={API_KEY}&workflow={workflow['id']}")
+    outputs = _node(page, "Approved?").locator(".handle.out")
+    expect(outputs).to_have_count(2)
+    expect(_node(page, "Approved?").locator(".port-label.out")).to_have_text(["true", "false"])
+    inputs = _node(page, "Merge").locator(".handle.in")
+    expect(inputs).to_have_count(2)
+
+    outputs.nth(1).drag_to(_node(page, "Declined").locator(".handle.in"))
+    outputs.nth(0).drag_to(inputs.nth(1))
+    expect(page.locator(".edge.main[data-from='Approved?']")).to_have_count(2)
+    page.click("#save")
+    expect(page.locator("#dirty")).to_be_hidden()
+
+    saved = deployment.workflows.get_json(workflow["id"])["connections"]["Approved?"]["main"]
+    assert saved[0] == [{"node": "Merge", "type": "main", "index": 1}]
+    assert saved[1] == [{"node": "Declined", "type": "main", "index": 0}]
