@@ -9,6 +9,7 @@
 // through the callbacks; main.js changes the document and renders again.
 
 import { slotLabel } from "./node-types.js";
+import { drawPorts, portY } from "./ports.js";
 import { svg } from "./util.js";
 
 const MAIN = { w: 100, h: 100 };
@@ -167,7 +168,7 @@ export class Canvas {
       g.append(out);
     }
     const ports = this.types && !isSub ? this.types.mainPorts(node, this.connectedOutputs(node.name)) : null;
-    if (ports) this.drawPorts(g, node, size, ports);
+    if (ports) drawPorts(g, node, size, ports, (e, i) => this.pressWire(e, node.name, "main", i));
     const badge = svg("g", { class: "run-badge", transform: `translate(${size.w - 4} 4)` });
     badge.append(svg("circle", { r: 13 }), svg("text", { class: "run-count", y: 5, text: "" }));
     const mark = isSub ? { x: size.w / 2, y: 22 } : { x: 8, y: 20 };
@@ -175,27 +176,6 @@ export class Canvas {
     g.append(svg("text", { class: "issue", x: size.w / 2, y: -12, text: "" }));
     this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node, ports });
     return g;
-  }
-
-  // A node's main ports: inputs on the left, outputs on the right, each named when the node
-  // type names them (an If's "true" and "false").
-  drawPorts(g, node, size, ports) {
-    for (let i = 0; i < ports.inputs; i++) {
-      const cy = portY(size.h, ports.inputs, i);
-      g.append(svg("circle", { class: "handle in", cx: 0, cy, r: 7, "data-node": node.name, "data-input": i }));
-      if (ports.inputs > 1 && ports.inputNames[i]) {
-        g.append(svg("text", { class: "port-label in", x: 10, y: cy + 4, text: ports.inputNames[i] }));
-      }
-    }
-    for (let i = 0; i < ports.outputs; i++) {
-      const cy = portY(size.h, ports.outputs, i);
-      const out = svg("circle", { class: "handle out", cx: size.w, cy, r: 7, "data-output": i });
-      out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, "main", i));
-      g.append(out);
-      if (ports.outputs > 1 && ports.outputNames[i]) {
-        g.append(svg("text", { class: "port-label out", x: size.w + 10, y: cy - 8, text: ports.outputNames[i] }));
-      }
-    }
   }
 
   // The highest main output of `name` that has a connection, plus one.
@@ -431,11 +411,6 @@ export class Canvas {
       }
     }
   }
-}
-
-// Where port `index` of `count` sits along a node's side of height `h`.
-function portY(h, count, index) {
-  return (h * (index + 1)) / (count + 1);
 }
 
 function curve(x1, y1, x2, y2) {
