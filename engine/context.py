@@ -116,6 +116,14 @@ class _NodeContext:
         return self.execution.services
 
     @property
+    def execution_id(self) -> str:
+        return self.execution.id
+
+    @property
+    def execution_mode(self) -> str:
+        return "test" if self.execution.mode == "manual" else "production"
+
+    @property
     def cancel(self) -> threading.Event:
         return self.execution.cancel
 
@@ -131,6 +139,12 @@ class _NodeContext:
 
     def node_items(self, name: str) -> list[Item] | None:
         return self.execution.node_items(name)
+
+    def cpu_left(self) -> float | None:
+        return self.execution.checkpoint.left()
+
+    def charge_cpu(self, seconds: float) -> None:
+        self.execution.checkpoint.charge(seconds)
 
     def expression_data(self, item_index: int) -> ExpressionData:
         items = self.input_items
@@ -166,6 +180,7 @@ class ExecuteContext(_NodeContext):
     def __init__(self, execution: Execution, node: Node, input_items: list[Item], run_index: int):
         super().__init__(execution, node, input_items)
         self.run_index = run_index
+        self.console: list[str] = []  # log_node_output's lines, kept with the run (executor)
 
     def is_streaming(self) -> bool:
         return self.execution.is_streaming()
@@ -194,6 +209,9 @@ class ExecuteContext(_NodeContext):
 
     def send_response(self, response: dict[str, Any]) -> None:
         self.execution.hooks.run("sendResponse", response)
+
+    def log_node_output(self, lines: list[str]) -> None:
+        self.console.extend(lines)
 
     def send_message(self, text: str, wait: bool) -> None:
         message = ChatNodeMessage(text, wait, self.node.name, self.run_index, time.time() * 1000)
