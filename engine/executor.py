@@ -183,12 +183,11 @@ def _run_node(execution: Execution, node: Node, items: list[Item], parent: str |
     started = time.monotonic()
     ctx = ExecuteContext(execution, node, items, run_index)
     try:
-        if node.disabled:
-            outputs = [items]
-        else:
-            outputs = execution.workflow.node_type(node.name).execute(ctx)
+        outputs = [items] if node.disabled else execution.workflow.node_type(node.name).execute(ctx)
     except ExecutionCanceled as err:
-        _record(execution, node, run_index, task, started, ctx.console, status="canceled", error=err)
+        _record(
+            execution, node, run_index, task, started, ctx.console, status="canceled", error=err
+        )
         raise
     except WaitingForReply as wait:
         task["data"] = {"main": wait.output}
@@ -200,7 +199,9 @@ def _run_node(execution: Execution, node: Node, items: list[Item], parent: str |
         raise
     except Exception as err:  # a bug or an unexpected library error inside a node
         wrapped = NodeExecutionError(f"{type(err).__name__}: {error_text(err)}", node=node.name)
-        _record(execution, node, run_index, task, started, ctx.console, status="error", error=wrapped)
+        _record(
+            execution, node, run_index, task, started, ctx.console, status="error", error=wrapped
+        )
         raise wrapped from err
     task["data"] = {"main": outputs}
     _record(execution, node, run_index, task, started, ctx.console, status="success")

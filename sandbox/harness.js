@@ -122,6 +122,32 @@ var __miniN8n = (function () {
     };
   }
 
+  // Timers on mini-racer's setTimeout (Atomics.waitAsync), which fails for a delay under 1 ms:
+  // what n8n's task runner gives (Node's timers), closely enough for a Code node's waits.
+  function timers() {
+    const base = globalThis.setTimeout;
+    const clear = globalThis.clearTimeout;
+    const later = (fn, ms, ...args) => base(fn, Math.max(1, Number(ms) || 0), ...args);
+    const intervals = new Map();
+    let next = 1;
+    const setInterval = (fn, ms, ...args) => {
+      const id = next++;
+      const tick = () => {
+        if (!intervals.has(id)) return;
+        intervals.set(id, later(tick, ms));
+        fn(...args);
+      };
+      intervals.set(id, later(tick, ms));
+      return id;
+    };
+    const clearInterval = (id) => {
+      if (intervals.has(id)) clear(intervals.get(id));
+      intervals.delete(id);
+    };
+    return { setTimeout: later, clearTimeout: clear, setInterval, clearInterval,
+      setImmediate: (fn, ...args) => later(fn, 1, ...args), clearImmediate: clear };
+  }
+
   function unsupported(name) {
     return () => { throw codeError(`${name} is not supported in mini-n8n's Code node`); };
   }
@@ -135,7 +161,6 @@ var __miniN8n = (function () {
       $: ref,
       $input: input,
       $node: makeNodeTable(ref),
-      items: task.items,
       $execution: Object.freeze({ id: task.execution.id, mode: task.execution.mode,
         resumeUrl: "", customData: { set() {}, setAll() {}, get() {}, getAll: () => ({}) } }),
       $workflow: Object.freeze({ id: task.workflow.id, name: task.workflow.name,
@@ -148,6 +173,7 @@ var __miniN8n = (function () {
       $jmespath: unsupported("$jmespath"),
       require: (module) => { throw codeError(`Module '${module}' is disallowed`); },
       ...dateGlobals(task),
+      ...timers(),
     };
     Object.assign(globalThis, globals);
   }
@@ -216,7 +242,8 @@ var __miniN8n = (function () {
 
   async function runAll(fn, task) {
     const first = task.items[0] || { json: {} };
-    Object.assign(globalThis, { $json: first.json, $binary: first.binary || {}, $itemIndex: 0 });
+    Object.assign(globalThis, { items: task.items, $json: first.json, $binary: first.binary || {},
+      $itemIndex: 0 });
     const result = await fn();
     return result === null ? [] : result;
   }

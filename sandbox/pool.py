@@ -144,14 +144,17 @@ class ProcessPool:
         given back. One that died meanwhile frees its slot, and the next is tried."""
         failure = None
         for _ in range(3):
-            try:
-                process = self._idle.get_nowait()
-            except queue.Empty:
-                process = self._new_if_room() or self._wait_for_idle(cancel)
+            process = self._idle_now() or self._new_if_room() or self._wait_for_idle(cancel)
             failure = self._ready(process, cancel)
             if failure is None:
                 return process
         raise _Stopped(failure or CodeOutcome.stopped("crashed", "no process could start"))
+
+    def _idle_now(self) -> SandboxProcess | None:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            return None
 
     def _new_if_room(self) -> SandboxProcess | None:
         with self._lock:

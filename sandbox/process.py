@@ -19,7 +19,9 @@ STDERR_TAIL = 4000  # characters of a dead process's stderr kept in its error
 
 
 def spawn_thread(fn: Callable[[], None]) -> object:
-    return threading.Thread(target=fn, name="code-sandbox-reader", daemon=True).start()
+    thread = threading.Thread(target=fn, name="code-sandbox-reader", daemon=True)
+    thread.start()
+    return thread
 
 
 class SandboxProcess:
@@ -27,7 +29,8 @@ class SandboxProcess:
 
     def __init__(self, memory_mb: int, spawn: Spawn):
         self.memory_mb = memory_mb
-        self.stderr = tempfile.TemporaryFile()
+        # Read only once the process died (V8's last words): a file, so nothing must drain it.
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sandbox.server", "--memory-mb", str(memory_mb)],
             stdin=subprocess.PIPE,
@@ -53,16 +56,20 @@ class SandboxProcess:
         return self.proc.poll() is None
 
     def cpu_seconds(self) -> float:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+        with (
+            contextlib.suppress(OSError, ValueError, IndexError),
+            open(f"/proc/{self.proc.pid}/stat") as f,
+        ):
+            fields = f.read().rsplit(")", 1)[1].split()
             self.cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
         return self.cpu
 
     def rss(self) -> int:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{self.proc.pid}/statm") as f:
-                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with (
+            contextlib.suppress(OSError, ValueError, IndexError),
+            open(f"/proc/{self.proc.pid}/statm") as f,
+        ):
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         return 0
 
     def kill(self) -> None:

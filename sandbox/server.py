@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 import orjson
 
-from core.code_task import CodeOutcome, CodeTask
+from core.code_task import CodeTask
 
 
 def rss_bytes() -> int:
@@ -62,10 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=128)
     args = parser.parse_args(argv)
     out = _protocol_pipe()
-    try:
+    with contextlib.suppress(BrokenPipeError):
         serve(args.memory_mb, sys.stdin.buffer, out)
-    except BrokenPipeError:
-        pass
     out.flush()
     # Skip the interpreter's teardown: closing V8 from finalizers at exit can hang.
     os._exit(0)

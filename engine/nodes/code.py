@@ -175,7 +175,9 @@ def _items(outcome: CodeOutcome, mode: str, node: str) -> list[dict[str, Any]]:
         raise ExecutionCanceled()
     if outcome.status != "ok":
         error = outcome.error or {}
-        raise NodeExecutionError(_error_message(error), node=node, item_index=error.get("itemIndex"))
+        raise NodeExecutionError(
+            _error_message(error), node=node, item_index=error.get("itemIndex")
+        )
     if mode == EACH_ITEM:
         return [code_items.each_item(item, item["pairedItem"]["item"]) for item in outcome.result]
     return code_items.all_items(outcome.result, outcome.undefined_result)
