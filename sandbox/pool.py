@@ -65,6 +65,7 @@ class ProcessPool:
         self._all: set[SandboxProcess] = set()
         self.runs = 0
         self.restarts = 0
+        self.most_at_once = 0  # the most processes alive at one time
 
     def run(self, task: CodeTask, cancel=None, time_cap: float | None = None) -> CodeOutcome:
         """Run `task` on a free slot; `time_cap` lowers the time limit (the CPU the execution
@@ -161,6 +162,7 @@ class ProcessPool:
             if self._started >= self.size:
                 return None
             self._started += 1
+            self.most_at_once = max(self.most_at_once, self._started)
         try:
             process = SandboxProcess(self.memory_mb, self.spawn)
         except Exception:
@@ -172,12 +174,16 @@ class ProcessPool:
         return process
 
     def _wait_for_idle(self, cancel) -> SandboxProcess:
+        """The next process given back, or a new one once a killed one freed its slot."""
         while True:
             _check(cancel)
             with contextlib.suppress(queue.Empty):
                 process = self._idle.get(timeout=POLL_SECONDS * 5)
                 if process is not None:
                     return process
+            process = self._new_if_room()
+            if process is not None:
+                return process
 
     def _ready(self, process: SandboxProcess, cancel) -> CodeOutcome | None:
         """Wait for the process to say ready (a new one starts, a used one prepares its next

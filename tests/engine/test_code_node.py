@@ -170,7 +170,10 @@ def test_wrong_return_shapes_fail_with_ns_words(code, message):
         ("return 5", "A 'json' property isn't an object [item 0]"),
         ("return [$json]", "A 'json' property isn't an object [item 0]"),
         ("return $input.all()", "Can't use .all() here [line 1, for item 0]"),
-        ("// first\nconst x = $input.first();\nreturn x", "Can't use .first() here [line 2, for item 0]"),
+        (
+            "// first\nconst x = $input.first();\nreturn x",
+            "Can't use .first() here [line 2, for item 0]",
+        ),
     ],
 )
 def test_wrong_shapes_in_each_item_mode_fail_with_ns_words(code, message):
