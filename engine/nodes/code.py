@@ -89,7 +89,11 @@ class Code(NodeType):
                     "JavaScript code to execute. Debug with console.log(): its lines show with "
                     "the node's run data."
                 ),
-                type_options={"editor": "codeNodeEditor", "editorLanguage": "javaScript"},
+                type_options={
+                    "editor": "codeNodeEditor",
+                    "editorLanguage": "javaScript",
+                    "rows": 12,
+                },
                 display_options={"show": {"language": ("javaScript",)}},
             ),
         ),
