@@ -51,9 +51,10 @@ var __miniN8n = (function () {
     return out;
   }
 
-  function codeError(message, extra) {
+  // An error of n8n's own making (a node that does not exist, ...): n8n names no line for it.
+  function codeError(message) {
     const err = new Error(message);
-    Object.assign(err, extra || {});
+    err.fromHarness = true;
     return err;
   }
 
@@ -204,7 +205,7 @@ var __miniN8n = (function () {
     return {
       message: message === undefined ? "undefined" : String(message),
       name: isError ? err.name : null,
-      lineNumber: isError ? lineOf(err) : null,
+      lineNumber: isError && !err.fromHarness ? lineOf(err) : null,
       itemIndex: itemIndex === undefined ? null : itemIndex,
     };
   }

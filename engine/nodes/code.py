@@ -124,7 +124,7 @@ class Code(NodeType):
         if outcome.logs:
             ctx.log_node_output(outcome.logs)
         ctx.charge_cpu(outcome.cpu_seconds)  # over the execution's CPU bound: it stops here
-        return [_items(outcome, mode, ctx.node.name)]
+        return [_paired(_items(outcome, mode, ctx.node.name), len(ctx.input_items))]
 
 
 def _refuse_all_items_methods(code: str) -> None:
@@ -188,4 +188,24 @@ def _items(outcome: CodeOutcome, mode: str, node: str) -> list[dict[str, Any]]:
 
 
 def _error_message(error: dict[str, Any]) -> str:
-    return str(error.get("message") or "Unknown error")
+    """n8n's words for a thrown error: its message and the line of the code it came from (the
+    task runner's ExecutionError; the item is not named, in either mode)."""
+    message = str(error.get("message") or "Unknown error")
+    line = error.get("lineNumber")
+    return f"{message} [line {line}]" if line else message
+
+
+def _paired(items: list[dict[str, Any]], inputs: int) -> list[dict[str, Any]]:
+    """n8n pairs output items that name no input item (WorkflowExecute.assignPairedItems): with
+    the one input item, with the input item at their index when the counts match, or one output
+    item with the first of several inputs."""
+    for index, item in enumerate(items):
+        if "pairedItem" in item:
+            continue
+        if inputs == 1 or (len(items) == 1 and inputs > 1):
+            item["pairedItem"] = {"item": 0}
+        elif inputs == len(items):
+            item["pairedItem"] = {"item": index}
+        else:
+            break
+    return items

@@ -55,12 +55,15 @@ def output(result) -> list[dict]:
 
 def test_all_items_mode_returns_the_items_the_code_returns():
     result = run("return $input.all().map(i => ({json: {upper: i.json.name.toUpperCase()}}))")
-    assert output(result) == [{"json": {"upper": "ADA"}}, {"json": {"upper": "BOB"}}]
+    assert output(result) == [  # paired with the input item at their index, as n8n does
+        {"json": {"upper": "ADA"}, "pairedItem": {"item": 0}},
+        {"json": {"upper": "BOB"}, "pairedItem": {"item": 1}},
+    ]
 
 
 def test_plain_objects_and_a_single_object_are_wrapped_in_json_as_n8n_normalizes():
-    assert output(run("return [{a: 1}, {a: 2}]")) == [{"json": {"a": 1}}, {"json": {"a": 2}}]
-    assert output(run("return {a: 1}")) == [{"json": {"a": 1}}]
+    assert [i["json"] for i in output(run("return [{a: 1}, {a: 2}]"))] == [{"a": 1}, {"a": 2}]
+    assert output(run("return {a: 1}")) == [{"json": {"a": 1}, "pairedItem": {"item": 0}}]
     assert output(run("return null")) == []
 
 
@@ -143,7 +146,7 @@ def test_console_log_lines_go_with_the_nodes_run_formatted_as_n8n_does():
 def test_a_thrown_error_fails_the_node_with_its_message():
     result = run("const a = 1;\nthrow new Error('no luck');")
     assert result.status == "error"
-    assert (result.error, result.error_node) == ("no luck", "Code")
+    assert (result.error, result.error_node) == ("no luck [line 2]", "Code")
 
 
 @pytest.mark.parametrize(
