@@ -116,6 +116,13 @@ class Settings:
     # long loops): a run that computes rather than waits is stopped well before the wall-clock
     # timeout, and never starves the worker's lease greenlet for long.
     execution_cpu_seconds: float = 60.0
+    # A Code node's JavaScript (sandbox/): how long one run may take (seconds; n8n's task runner
+    # allows 300, far more than a chat's reply can wait), how much memory its isolate may use
+    # (MB), and how many run at once per worker (each in a process of its own, about 70 MB;
+    # more wait for a free one).
+    code_timeout_seconds: float = 5.0
+    code_memory_mb: int = 128
+    code_processes: int = 2
     # How long Redis keeps an execution's keys after their last write (seconds): the backstop
     # under the pruning below. Unset, it follows EXECUTIONS_DATA_MAX_AGE, so a finished
     # execution expires that long after it stopped, as n8n prunes (core/retention.py).
@@ -208,6 +215,9 @@ class Settings:
             execution_cpu_seconds=_float(
                 "MINI_N8N_EXECUTION_CPU_SECONDS", cls.execution_cpu_seconds
             ),
+            code_timeout_seconds=_float("MINI_N8N_CODE_TIMEOUT", cls.code_timeout_seconds),
+            code_memory_mb=_int("MINI_N8N_CODE_MEMORY_MB", cls.code_memory_mb),
+            code_processes=_int("MINI_N8N_CODE_PROCESSES", cls.code_processes),
             **_retention(),
             keepalive_seconds=_float("MINI_N8N_KEEPALIVE_SECONDS", cls.keepalive_seconds),
             chat_heartbeat_timeout_seconds=_float(

@@ -120,6 +120,14 @@ class _NodeContext:
         return self.execution.services
 
     @property
+    def execution_id(self) -> str:
+        return self.execution.id
+
+    @property
+    def execution_mode(self) -> str:
+        return "test" if self.execution.mode == "manual" else "production"
+
+    @property
     def cancel(self) -> threading.Event:
         return self.execution.cancel
 
@@ -135,6 +143,12 @@ class _NodeContext:
 
     def node_items(self, name: str) -> list[Item] | None:
         return self.execution.node_items(name)
+
+    def cpu_left(self) -> float | None:
+        return self.execution.checkpoint.left()
+
+    def charge_cpu(self, seconds: float) -> None:
+        self.execution.checkpoint.charge(seconds)
 
     def expression_data(self, item_index: int) -> ExpressionData:
         items = self.input_items
@@ -186,6 +200,7 @@ class ExecuteContext(_NodeContext):
         super().__init__(execution, node, input_items)
         self.run_index = run_index
         self.inputs = inputs if inputs is not None else [input_items]
+        self.console: list[str] = []  # log_node_output's lines, kept with the run (executor)
 
     def input_data(self, index: int) -> list[Item]:
         return self.inputs[index] if index < len(self.inputs) else []
@@ -217,6 +232,9 @@ class ExecuteContext(_NodeContext):
 
     def send_response(self, response: dict[str, Any]) -> None:
         self.execution.hooks.run("sendResponse", response)
+
+    def log_node_output(self, lines: list[str]) -> None:
+        self.console.extend(lines)
 
     def send_message(self, text: str, wait: bool) -> None:
         message = ChatNodeMessage(text, wait, self.node.name, self.run_index, time.time() * 1000)

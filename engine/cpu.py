@@ -9,8 +9,11 @@ at most every PAUSE_SECONDS it checks the run's CPU time against its bound
 (MINI_N8N_EXECUTION_CPU_SECONDS) and lets the rest of the process run.
 
 The CPU time is read from the clock the runner lends (Services.cpu_clock): a thread's CPU time,
-or under gevent the calling greenlet's own (runtime/cpu_clock.py). Each run of an execution is
-bounded on its own: one that waits for a chat reply starts again when it resumes.
+or under gevent the calling greenlet's own (runtime/cpu_clock.py). Work done for the execution
+elsewhere, which that clock cannot see (a Code node's JavaScript, in a process of its own), is
+charged to it once done, and bounds the time that work may take beforehand (`left`). Each run
+of an execution is bounded on its own: one that waits for a chat reply starts again when it
+resumes.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Checkpoints:
         self.pause = services.pause
         self.cancel = cancel
         self.started = self.clock()
+        self.charged = 0.0  # CPU seconds used on the execution's behalf off this clock
         self.next_look = time.monotonic() + PAUSE_SECONDS
 
     def __call__(self) -> None:
@@ -60,7 +64,17 @@ class Checkpoints:
             raise ExecutionCanceled()
 
     def used(self) -> float:
-        return self.clock() - self.started
+        return self.clock() - self.started + self.charged
+
+    def charge(self, seconds: float) -> None:
+        """Count CPU time spent for the execution where its clock does not see it, and stop
+        the execution if that takes it over its bound."""
+        self.charged += max(seconds, 0.0)
+        self.check_cpu()
+
+    def left(self) -> float | None:
+        """CPU seconds the execution may still use (None: unbounded)."""
+        return None if self.limit is None else max(self.limit - self.used(), 0.0)
 
     def check_cpu(self) -> None:
         if self.limit is not None and self.used() > self.limit:

@@ -172,34 +172,40 @@ def _run_node(execution: Execution, frame: Frame):
         "source": frame.sources,
     }
     started = time.monotonic()
+    ctx = ExecuteContext(execution, node, frame.items, run_index, frame.inputs)
     try:
         if node.disabled:
             outputs = [frame.items]
         else:
-            ctx = ExecuteContext(execution, node, frame.items, run_index, frame.inputs)
             outputs = execution.workflow.node_type(node.name).execute(ctx)
     except ExecutionCanceled as err:
-        _record(execution, node, run_index, task, started, status="canceled", error=err)
+        _record(
+            execution, node, run_index, task, started, ctx.console, status="canceled", error=err
+        )
         raise
     except WaitingForReply as wait:
         task["data"] = {"main": wait.output}
-        _record(execution, node, run_index, task, started, status="waiting")
+        _record(execution, node, run_index, task, started, ctx.console, status="waiting")
         raise
     except EngineError as err:
         err.node = err.node or node.name
-        _record(execution, node, run_index, task, started, status="error", error=err)
+        _record(execution, node, run_index, task, started, ctx.console, status="error", error=err)
         raise
     except Exception as err:  # a bug or an unexpected library error inside a node
         wrapped = NodeExecutionError(f"{type(err).__name__}: {error_text(err)}", node=node.name)
-        _record(execution, node, run_index, task, started, status="error", error=wrapped)
+        _record(
+            execution, node, run_index, task, started, ctx.console, status="error", error=wrapped
+        )
         raise wrapped from err
     task["data"] = {"main": outputs}
-    _record(execution, node, run_index, task, started, status="success")
+    _record(execution, node, run_index, task, started, ctx.console, status="success")
     return outputs
 
 
-def _record(execution, node, run_index, task, started, *, status, error=None) -> None:
+def _record(execution, node, run_index, task, started, console, *, status, error=None) -> None:
     task["executionTime"] = int((time.monotonic() - started) * 1000)
+    if console:  # a Code node's console.log lines, shown by the editor with the run
+        task["console"] = console
     task["executionStatus"] = status
     if error is not None:
         task["error"] = error_json(error, node.name)

@@ -45,6 +45,14 @@ class NodeFunctions(Protocol):
     def services(self) -> Services: ...
 
     @property
+    def execution_id(self) -> str: ...
+
+    @property
+    def execution_mode(self) -> str:
+        """n8n's $execution.mode: "test" for a run started from the editor, else
+        "production"."""
+
+    @property
     def cancel(self) -> threading.Event:
         """Set when the execution is stopped; long calls poll it."""
 
@@ -57,6 +65,14 @@ class NodeFunctions(Protocol):
 
     def node_items(self, name: str) -> list[Item] | None:
         """Items of the named node's latest run (main output 0); None if it has not run."""
+
+    def cpu_left(self) -> float | None:
+        """CPU seconds the execution may still use (None: unbounded): the most a call that
+        computes elsewhere may take (engine/cpu.py)."""
+
+    def charge_cpu(self, seconds: float) -> None:
+        """Count CPU time spent for the execution where its clock does not see it (a Code
+        node's JavaScript, in a process of its own); raises if that is over its bound."""
 
 
 class ExecuteFunctions(NodeFunctions, Protocol):
@@ -90,6 +106,10 @@ class ExecuteFunctions(NodeFunctions, Protocol):
         """One streamed chunk; `details` join its metadata (a tool step's name, input, ...)."""
 
     def send_response(self, response: dict[str, Any]) -> None: ...
+
+    def log_node_output(self, lines: list[str]) -> None:
+        """Console output of the node's run (a Code node's console.log), kept with its run
+        data, where the editor shows it (n8n's logNodeOutput)."""
 
     def send_message(self, text: str, wait: bool) -> None:
         """Send the chat user a message (responseNodes mode); `wait`: a reply is awaited."""

@@ -1,8 +1,9 @@
 """What the outside world lends an execution. The engine does no I/O of its own: whoever runs it
 (the CLI, a Celery worker, the api in regular mode, a test) builds a Services and hands it in,
-with the clients that do: a Redis client, the chat model clients (models/clients.py), and how to
-share the process (a pause, a CPU clock; runtime/ under gevent). tests/test_layout.py keeps the
-engine free of sockets, TLS, HTTP clients, Redis and gevent."""
+with the clients that do: a Redis client, the chat model clients (models/clients.py), the Code
+node's JavaScript runner (sandbox/), and how to share the process (a pause, a CPU clock;
+runtime/ under gevent). tests/test_layout.py keeps the engine free of sockets, TLS, HTTP
+clients, Redis and gevent."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from memory.journal import Journal
 
 if TYPE_CHECKING:
     from redis import Redis
+
+    from engine.code_runner import CodeRunner
 
 
 def let_others_run() -> None:
@@ -54,6 +57,9 @@ class Services:
     # Called at checkpoints, at most every few milliseconds, so a run that computes lets the
     # rest of its process run.
     pause: Callable[[], None] = let_others_run
+    # Runs the Code node's JavaScript in an isolate of its own (engine/code_runner.py; a
+    # worker's: sandbox/pool.py). None: a Code node fails with a message saying so.
+    code_runner: CodeRunner | None = None
     # Set per execution by a worker: memory turns wait there until the step that records the
     # run's end writes them (memory/journal.py). None: turns are written as they come.
     journal: Journal | None = None

@@ -18,6 +18,7 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
 from models.clients import ModelClients
+from sandbox.pool import ProcessPool
 
 
 def run_file(
@@ -34,22 +35,28 @@ def run_file(
         out.write(chunks.line(chunk))
         out.flush()
 
+    config = settings or Settings.from_env()
+    code = ProcessPool(config.code_timeout_seconds, config.code_memory_mb, processes=1)
     services = Services(
         redis=connect(settings.redis_url, settings.redis_cluster, decode_responses=True)
         if settings
         else None,
         credentials=_credentials(),
-        keys=Keys.from_settings(settings or Settings.from_env()),
+        keys=Keys.from_settings(config),
         simple_memory=InProcessMemory(),
         chat_models=ModelClients(),  # streams read by threads: this process is not gevent's
-        cpu_seconds=(settings or Settings.from_env()).execution_cpu_seconds,
+        cpu_seconds=config.execution_cpu_seconds,
+        code_runner=code,
     )
     hooks = Hooks().add_handler("sendChunk", write)
     # A Chat node's message, as a line of its own (the CLI has no chat to reply from).
     hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m.text}))
-    run = run_workflow(
-        workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
-    )
+    try:
+        run = run_workflow(
+            workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
+        )
+    finally:
+        code.close()
     if run.status == "waiting":
         node = (run.waiting or {}).get("node")
         print(f'execution waiting: "{node}" waits for a chat reply, which `run` cannot give '

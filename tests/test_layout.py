@@ -12,12 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     "core": set(),
     "runtime": {"core"},
+    "sandbox": {"core"},
     "memory": {"core"},
     "engine": {"core", "memory"},
     "models": {"core", "memory", "engine"},
-    "worker": {"core", "runtime", "engine", "memory", "models"},
-    "api": {"core", "runtime", "engine", "memory", "models", "worker"},
-    "mini_n8n": {"core", "runtime", "engine", "memory", "models", "worker", "api"},
+    "worker": {"core", "runtime", "sandbox", "engine", "memory", "models"},
+    "api": {"core", "runtime", "sandbox", "engine", "memory", "models", "worker"},
+    "mini_n8n": {"core", "runtime", "sandbox", "engine", "memory", "models", "worker", "api"},
 }
 FRAMEWORKS = {"flask", "werkzeug", "gunicorn", "gevent", "celery", "kombu"}
 # What does I/O or runs greenlets: the engine gets it lent (engine/services.py), never imports it.

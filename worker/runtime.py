@@ -36,6 +36,7 @@ from runtime.cpu_clock import task_clock
 from runtime.patching import unpatched_poll
 from runtime.spawn import spawn
 from runtime.timers import pause
+from sandbox.pool import ProcessPool
 from worker import warmup
 from worker.execution_run import ExecutionRunner
 from worker.leases import Heartbeat, Leases
@@ -74,7 +75,15 @@ class WorkerRuntime:
         # Model streams read in greenlets a stop can interrupt; idle connections looked at with
         # the C library's poll, which never takes a turn of gevent's loop.
         self.models = ModelClients(spawn=spawn, poll=unpatched_poll())
+        # Code nodes' JavaScript, in processes of its own; their answers read in greenlets.
+        self.code = ProcessPool(
+            settings.code_timeout_seconds,
+            settings.code_memory_mb,
+            settings.code_processes,
+            spawn=spawn,
+        )
         self.services = _services(self.client, self.keys, settings, self.models)
+        self.services.code_runner = self.code
         self.services.on_model_call = self.metrics.model_call
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -170,6 +179,7 @@ class WorkerRuntime:
         with contextlib.suppress(redis.RedisError):
             self.presence.withdraw(self.worker_id)
         self.stops.close()
+        self.code.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -108,8 +108,21 @@ export class NodeView {
         pane("Input", "ndv-input", inputItems(record, run)),
         pane("Output", "ndv-output", outputItems(run.data)),
       ),
+      consolePane(run.console),
     );
   }
+}
+
+// A Code node's console.log lines (n8n sends them to the browser's console in manual runs;
+// here they are kept with the run, for every execution).
+function consolePane(lines) {
+  if (!lines || !lines.length) return null;
+  return el(
+    "section",
+    { class: "pane ndv-console" },
+    el("h3", { text: "Console" }),
+    el("pre", { class: "json", text: lines.join("\n") }),
+  );
 }
 
 function pane(title, className, items) {

@@ -1,0 +1,98 @@
+"""One process that runs Code nodes' JavaScript (sandbox/server.py), and the reader of its
+answers: what sandbox/pool.py keeps warm in each of its slots. Its CPU time and its memory are
+read from /proc: they belong to the one task it runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+
+Spawn = Callable[[Callable[[], None]], object]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STDERR_TAIL = 4000  # characters of a dead process's stderr kept in its error
+
+
+def spawn_thread(fn: Callable[[], None]) -> object:
+    thread = threading.Thread(target=fn, name="code-sandbox-reader", daemon=True)
+    thread.start()
+    return thread
+
+
+class SandboxProcess:
+    """One child process and the reader of its answers."""
+
+    def __init__(self, memory_mb: int, spawn: Spawn):
+        self.memory_mb = memory_mb
+        # Read only once the process died (V8's last words): a file, so nothing must drain it.
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.server", "--memory-mb", str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=_child_environment(),
+            close_fds=True,
+        )
+        self.answers: queue.Queue[bytes | None] = queue.Queue()
+        self.idle_rss = 0
+        self.cpu = 0.0  # the process's CPU seconds when last read
+        spawn(self._read)
+
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        with contextlib.suppress(Exception):
+            for line in stdout:
+                self.answers.put(line)
+        self.answers.put(None)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        with (
+            contextlib.suppress(OSError, ValueError, IndexError),
+            open(f"/proc/{self.proc.pid}/stat") as f,
+        ):
+            fields = f.read().rsplit(")", 1)[1].split()
+            self.cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+        return self.cpu
+
+    def rss(self) -> int:
+        with (
+            contextlib.suppress(OSError, ValueError, IndexError),
+            open(f"/proc/{self.proc.pid}/statm") as f,
+        ):
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return 0
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(Exception):
+                pipe.close()  # type: ignore[union-attr]
+        self.stderr.close()
+
+    def stderr_tail(self) -> str:
+        with contextlib.suppress(Exception):
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - STDERR_TAIL))
+            return self.stderr.read().decode("utf-8", "replace").strip()
+        return ""
+
+
+def _child_environment() -> dict[str, str]:
+    """What the child needs to start Python, and nothing else of the worker's: no key, no URL,
+    no credentials file (the JavaScript cannot read them anyway; this keeps it so)."""
+    keep = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ", "HOME", "SYSTEMROOT")
+    return {name: os.environ[name] for name in keep if name in os.environ}
