@@ -322,4 +322,8 @@ def error_json(err: BaseException, node_name: str | None = None) -> dict[str, An
     )
     if isinstance(err, EngineError) and err.node and message.startswith(f'Node "{err.node}": '):
         message = err.message
-    return {"message": message, "node": node_name, "name": type(err).__name__}
+    found = {"message": message, "node": node_name, "name": type(err).__name__}
+    description = getattr(err, "description", None)
+    if description:
+        found["description"] = description
+    return found

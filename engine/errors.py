@@ -7,6 +7,8 @@ from __future__ import annotations
 class EngineError(Exception):
     """Base class for everything the engine raises on purpose."""
 
+    description: str | None = None  # a hint shown under the message, as n8n's error description
+
     def __init__(self, message: str, *, node: str | None = None, item_index: int | None = None):
         super().__init__(message)
         self.message = message

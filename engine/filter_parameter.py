@@ -83,7 +83,7 @@ def passes(ctx: ExecuteFunctions, path: str, item_index: int, loose_since: float
     except ConditionError as err:
         err.node, err.item_index = ctx.node.name, item_index
         if not _loose(ctx, item_index, loose_since) and "Wrong type" in err.message:
-            err.message = f"{err.message}. {LOOSE_HINT}"
+            err.description = LOOSE_HINT  # n8n's too: the hint beside the message, not in it
         raise
 
 

@@ -94,8 +94,12 @@ def test_an_item_of_the_wrong_type_fails_the_node_naming_item_and_hint():
     }
     run = run_workflow(load_workflow(workflow), [{"json": {"n": 2}}, {"json": {"n": "2"}}])
     assert (run.status, run.error_node) == ("error", "If")
-    assert run.error == (
-        "Wrong type: '2' is a string but was expecting a number [condition 0, item 1]. "
+    # n8n's message, and its hint apart from it (the error's description), as n8n shows them
+    assert (
+        run.error == "Wrong type: '2' is a string but was expecting a number [condition 0, item 1]"
+    )
+    error = run.run_data["If"][0]["error"]
+    assert error["node"] == "If"
+    assert error["description"] == (
         "Try enabling 'Convert types where required' in the node's settings."
     )
-    assert run.run_data["If"][0]["error"]["node"] == "If"

@@ -5,8 +5,8 @@ scripts/record-n8n-outputs; how to add a case: CONTRIBUTING.md, "Adding a differ
 Compared, for each node but the trigger: whether it ran, and the JSON of the items of each of
 its outputs in its first run, in order. Not compared: `pairedItem` (n8n's trigger stand-in, a
 Code node, pairs its items where the engine's trigger does not) and `binary`. A case that
-failed on n8n ("error") must fail here at the same node, and the nodes that ran before it must
-give the same items.
+failed on n8n ("error") must fail here at the same node, with n8n's message where the case
+recorded it, and the nodes that ran before it must give the same items.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from engine.executor import run_workflow
+from engine.services import Services
 from engine.workflow import load_workflow
+from sandbox.isolate import InProcessRunner
 
 CASES = Path(__file__).resolve().parents[1] / "n8n_outputs"
 CHAT_ITEM_KEYS = ("sessionId", "action", "chatInput")
@@ -45,7 +47,9 @@ def _json_only(outputs: list[list[dict]]) -> list[list[Any]]:
 def test_the_engine_gives_the_items_n8n_gave(path: Path):
     case = json.loads(path.read_text())
     workflow = load_workflow(case["workflow"])
-    run = run_workflow(workflow, input_items(case["input"]))
+    # A Code node's JavaScript runs on an isolate in this process, as a worker's pool would run it.
+    services = Services(code_runner=InProcessRunner())
+    run = run_workflow(workflow, input_items(case["input"]), services=services)
     trigger = run.run_data and next(iter(run.run_data))
     ran = {
         name: _json_only(runs[0].get("data", {}).get("main", []))
@@ -56,6 +60,8 @@ def test_the_engine_gives_the_items_n8n_gave(path: Path):
     assert ran == expected
     if "error" in case:
         assert (run.status, run.error_node) == ("error", case["error"]["node"]), run.error
+        if "message" in case["error"]:  # n8n's words for the failure, where they were recorded
+            assert run.error == case["error"]["message"]
     else:
         assert run.status == "success", run.error
 
