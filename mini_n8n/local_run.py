@@ -18,6 +18,7 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
 from models.clients import ModelClients
+from models.http_requests import HttpRequests
 
 
 def run_file(
@@ -42,6 +43,7 @@ def run_file(
         keys=Keys.from_settings(settings or Settings.from_env()),
         simple_memory=InProcessMemory(),
         chat_models=ModelClients(),  # streams read by threads: this process is not gevent's
+        http=HttpRequests.from_settings(settings or Settings.from_env()),
         cpu_seconds=(settings or Settings.from_env()).execution_cpu_seconds,
     )
     hooks = Hooks().add_handler("sendChunk", write)
