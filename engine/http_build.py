@@ -17,7 +17,7 @@ from engine.errors import NodeExecutionError
 from engine.http_auth import Authentication
 from engine.http_client import MAX_REDIRECTS, OutgoingRequest
 from engine.node import ExecuteFunctions, Item
-from engine.query_string import axios_params, qs_stringify, search_params, with_query
+from engine.query_string import qs_stringify, search_params, with_query
 
 DEFAULT_TIMEOUT_MS = 300_000  # n8n's when the option is not set: five minutes
 METHODS_WITHOUT_BODY = ("HEAD", "OPTIONS", "TRACE")
@@ -133,9 +133,7 @@ def query_of(p: ItemParameters, version: float, auth: Authentication) -> str:
             query = _key_values(p.get("queryParameters.parameters", []), version)
     query.update(auth.query)
     arrays = p.option("queryParameterArrays") if p.get("sendQuery", False) else None
-    if arrays in ("repeat", "brackets", "indices"):
-        return qs_stringify(query, arrays)
-    return axios_params(query)
+    return qs_stringify(query, arrays if arrays in ("repeat", "brackets") else "indices")
 
 
 def headers_of(p: ItemParameters, version: float) -> dict[str, str]:

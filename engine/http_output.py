@@ -12,6 +12,7 @@ error's description, with the credential's secrets hidden.
 from __future__ import annotations
 
 import codecs
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -78,7 +79,9 @@ def status_error(
 ) -> NodeApiError:
     code = str(response.status)
     message = STATUS_MESSAGES.get(code) or STATUS_MESSAGES.get(f"{code[0]}XX")
-    message = message or f"Request failed with status code {code}"
+    # Another status (a redirect not followed): n8n's request helper words it as
+    # `<status> - <the body as a JSON string>`.
+    message = message or f"{code} - {json.dumps(decode(response), ensure_ascii=False)}"
     words = _service_words(response)
     description = auth.hide(words)[:MAX_DESCRIPTION] if words else None
     return NodeApiError(

@@ -1,7 +1,8 @@
 """Query strings and form bodies as the HTTP Request node's libraries write them, so a server sees
-the same bytes from mini-n8n as from n8n: axios's parameter serializer (n8n's default for query
-parameters), and the `qs` package's stringify (form-urlencoded bodies, and query parameters when
-the option "Array Format in Query Parameters" is set).
+the same bytes from mini-n8n as from n8n 2.41.1: the `qs` package's stringify, for query
+parameters (arrays as indices, `a[0]=1&a[1]=2`, unless the option "Array Format in Query
+Parameters" says otherwise) and form-urlencoded bodies alike (recorded on n8n:
+tests/n8n_outputs/http_request/).
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from urllib.parse import parse_qsl, quote
 
 from core.jsontext import dumps
 
-# encodeURIComponent keeps these beside letters and digits; RFC 3986 (qs) keeps only -_.~
-_URI_COMPONENT_SAFE = "-_.!~*'()"
-_RFC3986_SAFE = "-_.~"
+_RFC3986_SAFE = "-_.~"  # what qs leaves as it is, beside letters and digits
 
 
 def _scalar(value: Any) -> str:
@@ -28,38 +27,6 @@ def _scalar(value: Any) -> str:
     if isinstance(value, dict | list):
         return dumps(value)
     return str(value)
-
-
-def _axios_encode(text: str) -> str:
-    encoded = quote(text, safe=_URI_COMPONENT_SAFE)
-    for escaped, plain in (("%3A", ":"), ("%24", "$"), ("%2C", ","), ("%20", "+")):
-        encoded = encoded.replace(escaped, plain)
-    return encoded
-
-
-def _axios_pairs(key: str, value: Any) -> Iterator[tuple[str, str]]:
-    """axios's toFormData walk with its defaults: a flat array as `key[]`, an object's fields as
-    `key[field]`, an array of objects as `key[0][field]`; null and undefined left out."""
-    if value is None:
-        return
-    if isinstance(value, dict):
-        for name, item in value.items():
-            yield from _axios_pairs(f"{key}[{name}]", item)
-    elif isinstance(value, list):
-        flat = not any(isinstance(item, dict | list) for item in value)
-        for index, item in enumerate(value):
-            yield from _axios_pairs(f"{key}[]" if flat else f"{key}[{index}]", item)
-    else:
-        yield key, _scalar(value)
-
-
-def axios_params(params: dict[str, Any]) -> str:
-    """axios's default serialization of `params` (its buildURL)."""
-    return "&".join(
-        f"{_axios_encode(k)}={_axios_encode(v)}"
-        for name, value in params.items()
-        for k, v in _axios_pairs(name, value)
-    )
 
 
 def _qs_pairs(key: str, value: Any, array_format: str) -> Iterator[tuple[str, str]]:
