@@ -15,7 +15,6 @@ OpenAI's).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -149,9 +148,11 @@ def _batching(ctx: ExecuteFunctions) -> tuple[int, float]:
 
 
 def _wait(ctx: ExecuteFunctions, seconds: float) -> None:
-    """A pause between batches that a stop ends at once."""
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
+    """A pause between batches, in short sleeps, so that a stop ends it at once."""
+    slept = 0.0
+    while slept < seconds:
         if ctx.cancel.is_set():
             raise ExecutionCanceled()
-        ctx.services.sleep(min(0.1, left))
+        step = min(0.1, seconds - slept)
+        ctx.services.sleep(step)
+        slept += step
