@@ -8,7 +8,7 @@ same bytes. Routes:
     /echo...                 (any method) what the request carried: method, path with its
                              query, the headers named in ECHOED, the body as text
     /status/<code>           that status, with {"message": "status <code>"} as JSON
-    /redirect?to=<url>&status=<3xx>   a redirect (302 by default)
+    /redirect?to=<url>&status=<3xx>   a redirect (302 by default); /loop redirects to itself
     /big?bytes=<n>           n bytes of text; /gzip?bytes=<n> the same, gzip-coded
     /hang                    reads the request, never answers (a timeout's test)
 
@@ -112,6 +112,8 @@ class HttpAnswers:
         if path == "/redirect":
             status = int(query.get("status", "302"))
             return _answer(status, b"", "text/plain", [("Location", query.get("to", "/json"))])
+        if path == "/loop":
+            return _answer(302, b"", "text/plain", [("Location", "/loop")])
         if path in ("/big", "/gzip"):
             data = b"x" * int(query.get("bytes", "0"))
             if path == "/gzip":
