@@ -19,6 +19,7 @@ in short slices: a stop ends the wait at once, and under gevent the request with
 from __future__ import annotations
 
 import queue
+import socket
 import ssl
 import threading
 import zlib
@@ -33,7 +34,7 @@ from core.credentials import UrlNotAllowed, check_domains
 from engine.errors import ExecutionCanceled
 from engine.http_client import HttpFailure, IncomingResponse, OutgoingRequest
 from engine.llm import Cancellation
-from models.egress import EgressPolicy, GuardedBackend
+from models.egress import EgressPolicy, GuardedBackend, Resolve
 from models.pump import Spawn, spawn_thread
 
 POLL = 0.1  # seconds between looks at the stop flag while a request is under way
@@ -46,8 +47,10 @@ MAX_IDLE = 20
 
 class HttpRequests:
     def __init__(self, policy: EgressPolicy, max_bytes: int, spawn: Spawn = spawn_thread,
-                 tls: Callable[[], ssl.SSLContext] | None = None):  # fmt: skip
+                 tls: Callable[[], ssl.SSLContext] | None = None,
+                 resolve: Resolve = socket.getaddrinfo):  # fmt: skip
         self.policy = policy
+        self.resolve = resolve  # host names to addresses (a test lends its own)
         self.max_bytes = max_bytes
         self.spawn = spawn
         # The TLS context that checks certificates: the process's shared one (loading CAs
@@ -137,7 +140,7 @@ class HttpRequests:
             max_connections=MAX_CONNECTIONS,
             max_keepalive_connections=MAX_IDLE,
             keepalive_expiry=5.0,
-            network_backend=GuardedBackend(self.policy),
+            network_backend=GuardedBackend(self.policy, self.resolve),
         )
         if not isinstance(getattr(transport, "_pool", None), httpcore.ConnectionPool):
             raise RuntimeError("httpx's transport has no pool to guard: not sending requests")

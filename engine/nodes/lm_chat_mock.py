@@ -50,8 +50,8 @@ def tokenize(text: str) -> list[str]:
 def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
     last = messages[-1] if messages else ChatMessage("human", "")
     if last.role == "tool":
-        named = last.name if last.name and "calculator" not in last.name.lower() else None
-        return ai(f"Based on the tools: {named or 'Calculator'} returned {last.content}.")
+        other = last.name if last.name and "calculator" not in last.name.lower() else None
+        return ai(f"Based on the tools: {other or 'Calculator'} returned {last.content}.")
     users = [m.content for m in messages if m.role == "human"]
     text = users[-1] if users else ""
     calculator = next((t for t in tools if "calculator" in t.name.lower()), None)

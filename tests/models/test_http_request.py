@@ -261,3 +261,17 @@ def test_every_address_a_name_resolves_to_must_be_allowed():
         info.value.code == "SSRF_BLOCKED"
         and "'rebinding.example' (10.0.0.5)" in info.value.description
     )
+
+
+def test_the_connection_goes_to_the_address_that_was_checked_without_a_second_lookup(server):
+    """A name only the client's resolver knows: connecting by the name again would fail."""
+    looked_up = []
+
+    def resolve(host, port, type=0):
+        looked_up.append(host)
+        return [(2, 1, 6, "", (server.host, port))]
+
+    http = HttpRequests(EgressPolicy.from_settings(Settings(http_allowed_ip_ranges="127.0.0.1/32")),
+                        MAX_BYTES, resolve=resolve)  # fmt: skip
+    answer = http.send(OutgoingRequest("GET", f"http://only-here.test:{server.port}/json"))
+    assert answer.status == 200 and looked_up == ["only-here.test"]
