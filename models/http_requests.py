@@ -19,6 +19,7 @@ in short slices: a stop ends the wait at once, and under gevent the request with
 from __future__ import annotations
 
 import queue
+import re
 import socket
 import ssl
 import threading
@@ -43,6 +44,8 @@ ACCEPT_ENCODING = "gzip, deflate"  # what the client can decode (and bound while
 CROSS_ORIGIN_DROPPED = frozenset({"authorization", "proxy-authorization", "cookie"})
 MAX_CONNECTIONS = 100  # per transport: requests waiting beyond it wait for the pool's timeout
 MAX_IDLE = 20
+HEADER_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 
 
 class HttpRequests:
@@ -160,7 +163,7 @@ class HttpRequests:
         if not any(name.lower() == "accept-encoding" for name, _ in headers):
             headers = [*headers, ("Accept-Encoding", ACCEPT_ENCODING)]
         try:
-            request = httpx.Request(method, url, headers=headers, content=body,
+            request = httpx.Request(method, url, headers=_header_bytes(headers), content=body,
                                     extensions={"timeout": httpx.Timeout(timeout).as_dict()})  # fmt: skip
         except (httpx.InvalidURL, ValueError) as err:
             raise HttpFailure("INVALID_URL", f"Invalid URL: {err}") from None
@@ -207,6 +210,21 @@ class HttpRequests:
             transports, self._transports = list(self._transports.values()), {}
         for transport in transports:
             transport.close()
+
+
+def _header_bytes(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Headers as HTTP carries them: a token for a name, Latin-1 text without line breaks for a
+    value, as Node.js accepts them; anything else fails as Node.js words it."""
+    out = []
+    for name, value in headers:
+        try:
+            raw = (name.encode("ascii"), value.encode("latin-1"))
+        except UnicodeEncodeError:
+            raw = (b"", b"\n")
+        if not HEADER_NAME.fullmatch(raw[0]) or not HEADER_VALUE.fullmatch(raw[1]):
+            raise HttpFailure("ERR_INVALID_CHAR", f'Invalid character in header content ["{name}"]')
+        out.append(raw)
+    return out
 
 
 def _coded(response: httpx.Response) -> bool:

@@ -30,7 +30,7 @@ from engine.registry import register
 from engine.workflow import Node
 
 VERSIONS = (3, 4, 4.1, 4.2, 4.3, 4.4, 4.5)
-DEFAULT_VERSION = 4.2
+DEFAULT_VERSION = 4.5  # n8n 2.41.1's defaultVersion: what its editor gives a new node
 
 
 def credential_slots() -> tuple[CredentialSlot, ...]:

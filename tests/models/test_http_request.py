@@ -275,3 +275,15 @@ def test_the_connection_goes_to_the_address_that_was_checked_without_a_second_lo
                         MAX_BYTES, resolve=resolve)  # fmt: skip
     answer = http.send(OutgoingRequest("GET", f"http://only-here.test:{server.port}/json"))
     assert answer.status == 200 and looked_up == ["only-here.test"]
+
+
+def test_a_header_http_cannot_carry_fails_before_anything_is_sent(server):
+    before = len(server.requests)
+    params = {"url": f"{server.url}/echo", "sendHeaders": True,
+              "headerParameters": {"parameters": [{"name": "X-Custom", "value": "a\r\nInjected: 1"}]}}  # fmt: skip
+    err = error(run(params, client()))
+    assert err["message"] == 'Invalid character in header content ["x-custom"]'
+    assert len(server.requests) == before
+    latin = {**params, "headerParameters": {"parameters": [{"name": "X-Custom", "value": "café"}]}}
+    [echo] = output(run(latin, client()))
+    assert echo["headers"]["x-custom"] == "café"  # Latin-1 on the wire, as Node.js sends it
