@@ -94,14 +94,15 @@ def status_error(
 
 
 def failure_error(failure: HttpFailure, node: str, index: int) -> NodeApiError:
-    message = NETWORK_MESSAGES.get(failure.code, failure.message)
-    description = failure.description or (failure.message if message != failure.message else "")
+    """A network error as n8n words it (its code as httpCode, no description: n8n keeps the
+    system's own text, "connect ECONNREFUSED ...", among its messages only); one of ours with
+    its own message and description."""
+    if failure.code in NETWORK_MESSAGES:
+        message, code, description = NETWORK_MESSAGES[failure.code], failure.code, None
+    else:
+        message, code, description = failure.message, None, failure.description or None
     return NodeApiError(
-        message,
-        node=node,
-        item_index=index,
-        http_code=failure.code if failure.code in NETWORK_MESSAGES else None,
-        description=description or None,
+        message, node=node, item_index=index, http_code=code, description=description
     )
 
 

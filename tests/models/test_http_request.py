@@ -109,8 +109,7 @@ def test_header_and_basic_credentials_reach_the_server(server):
 def test_a_hanging_server_gives_the_timeout_error_and_the_node_fails(server):
     err = error(run({"url": f"{server.url}/hang", "options": {"timeout": 300}}, client()))
     assert err["message"] == "The connection was aborted, perhaps the server is offline"
-    assert err["httpCode"] == "ECONNABORTED"
-    assert err["description"] == "timeout of 300ms exceeded"
+    assert (err["httpCode"], err["description"]) == ("ECONNABORTED", None)  # as n8n's
 
 
 def test_a_closed_port_is_refused_as_n8n_words_it():
