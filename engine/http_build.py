@@ -266,27 +266,23 @@ def response_settings(p: ItemParameters) -> ResponseSettings:
     )
 
 
-def redirects(p: ItemParameters, version: float, method: str) -> tuple[int, bool]:
-    """(most redirects followed, whether a method other than GET and HEAD follows them): from
-    version 4 on all are followed unless the option says otherwise; before, none unless set."""
+def redirects(p: ItemParameters, version: float) -> int:
+    """How many redirects are followed (0: none; n8n's followAllRedirects then applies to every
+    method): from version 4 on all, up to 21, unless the option says otherwise; before, none
+    unless the option is set."""
     option = p.option("redirect")
-    group = (option or {}).get("redirect") or {} if option is not None else None
-    follow = version >= 4 if group is None else bool(group.get("followRedirects", version >= 4))
-    if not follow:
-        return 0, False
+    group = (option or {}).get("redirect") or {} if isinstance(option, dict) else None
+    follows = version >= 4 if group is None else bool(group.get("followRedirects", version >= 4))
     most = (group or {}).get("maxRedirects")
-    return (int(most) if isinstance(most, int | float) else MAX_REDIRECTS), True
+    if not follows:
+        return 0
+    return int(most) if isinstance(most, int | float) else MAX_REDIRECTS
 
 
-def build(
-    p: ItemParameters, version: float, auth: Authentication, item: Item
-) -> tuple[OutgoingRequest, ResponseSettings]:
-    """Item `p.index`'s request and how its answer is read."""
-    url = url_of(p)
-    method = str(p.get("method", "GET")).upper()
-    response = response_settings(p)
+def _headers(p: ItemParameters, version: float, auth: Authentication, body: Body,
+             response: ResponseSettings) -> dict[str, str]:  # fmt: skip
+    """The request's headers: the parameters', the credential's, then n8n's defaults."""
     headers = headers_of(p, version)
-    body = body_of(p, version, item, auth)
     if p.get("sendBody", False) and p.get("contentType", "") == "raw":
         headers["content-type"] = str(p.get("rawContentType", ""))
     headers.update(auth.headers)
@@ -300,20 +296,30 @@ def build(
         headers["content-type"] = body.default_type
     if "user-agent" not in present:
         headers["User-Agent"] = USER_AGENT
-    most, follow_any = redirects(p, version, method)
+    return headers
+
+
+def build(
+    p: ItemParameters, version: float, auth: Authentication, item: Item
+) -> tuple[OutgoingRequest, ResponseSettings]:
+    """Item `p.index`'s request and how its answer is read."""
+    url = url_of(p)
+    response = response_settings(p)
+    body = body_of(p, version, item, auth)
+    most = redirects(p, version)
     timeout = p.option("timeout")
     cross = p.option("sendCredentialsOnCrossOriginRedirect")
     request = OutgoingRequest(
-        method=method,
+        method=str(p.get("method", "GET")).upper(),
         url=with_query(url, query_of(p, version, auth)),
-        headers=tuple(headers.items()),
+        headers=tuple(_headers(p, version, auth, body, response).items()),
         body=body.content,
         timeout=(
             timeout if isinstance(timeout, int | float) and timeout > 0 else DEFAULT_TIMEOUT_MS
         )
-        / 1000,
+        / 1000,  # fmt: skip
         max_redirects=most,
-        redirect_any_method=follow_any,
+        redirect_any_method=most > 0,
         credential_headers=auth.header_names(),
         credentials_cross_origin=version < 4.4 if cross is None else bool(cross),
         allowed_domains=auth.allowed_domains,
