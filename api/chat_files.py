@@ -23,17 +23,7 @@ from werkzeug.datastructures import FileStorage
 
 from api.bodies import parse
 from api.errors import ApiError
-
-FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
-    ("application/json", "json"),
-    ("text/html", "html"),
-    ("image/", "image"),
-    ("audio/", "audio"),
-    ("video/", "video"),
-    ("text/", "text"),
-    ("application/javascript", "text"),
-    ("application/pdf", "pdf"),
-)
+from engine.binary_data import file_type, pretty_bytes
 
 
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
@@ -85,19 +75,10 @@ def _binary(part: FileStorage, data: bytes) -> dict[str, Any]:
         "fileExtension": PurePath(name).suffix.lstrip(".").lower(),
         "fileSize": pretty_bytes(len(data)),
     }
-    file_type = next((t for prefix, t in FILE_TYPES if mime.startswith(prefix)), None)
-    if file_type:
-        binary["fileType"] = file_type
+    kind = file_type(mime)
+    if kind:
+        binary["fileType"] = kind
     return binary
-
-
-def pretty_bytes(size: int) -> str:
-    """n8n shows sizes with the pretty-bytes package: three significant digits, powers of 1000."""
-    units = ["B", "kB", "MB", "GB"]
-    value, unit = float(size), 0
-    while value >= 1000 and unit < len(units) - 1:
-        value, unit = value / 1000, unit + 1
-    return f"{float(f'{value:.3g}'):g} {units[unit]}"
 
 
 def _allowed(mime: str, name: str, patterns: list[str]) -> bool:

@@ -132,17 +132,7 @@ def check_url(credential: ResolvedCredential, url: str, own_url: str) -> None:
         return
     host = display_host(url)
     if mode == "domains":
-        domains = str(credential.get("allowedDomains") or "").strip()
-        if not domains:
-            raise UrlNotAllowed(
-                "No allowed domains specified. Configure allowed domains or change restriction "
-                "setting."
-            )
-        if not domain_allowed(url, domains):
-            raise UrlNotAllowed(
-                f"Domain not allowed: This credential is restricted from accessing {host}. "
-                f"Only the following domains are allowed: {domains}"
-            )
+        check_domains(url, _listed_domains(credential))
         return
     if url.rstrip("/") == own_url.rstrip("/"):
         return
@@ -155,6 +145,46 @@ def check_url(credential: ResolvedCredential, url: str, own_url: str) -> None:
         f"and is not sent to {host}. To allow it, set its allowedHttpRequestDomains to "
         f'"domains" with allowedDomains "{hostname(url) or host}", or to "all".'
     )
+
+
+def request_domains(credential: ResolvedCredential, own_url: str | None = None) -> str | None:
+    """The domains a node that chooses its own URL (HTTP Request and its tool) may send
+    `credential` to, as n8n's getCredentialAllowedDomains: None for any, else a list for
+    `check_domains`, which every request and every redirect must pass. UrlNotAllowed when it
+    may go nowhere ("none").
+
+    Without the field, a credential with a URL of its own (`own_url`: its `url`, or its type's
+    default) goes to that host only, as `check_url` keeps it; one without (httpHeaderAuth,
+    httpBasicAuth...) exists to be sent where the node says, so it goes anywhere, as n8n's
+    default "all" lets it."""
+    mode = credential.get("allowedHttpRequestDomains")
+    if mode == "none":
+        raise UrlNotAllowed(
+            "This credential is configured to prevent use within an HTTP Request or GraphQL node"
+        )
+    if mode == "domains":
+        return _listed_domains(credential)
+    if mode is None and own_url:
+        return hostname(own_url) or None
+    return None
+
+
+def check_domains(url: str, allowed_domains: str) -> None:
+    """n8n's assertUrlAllowed: UrlNotAllowed unless `url`'s host is one `allowed_domains` lists."""
+    if not domain_allowed(url, allowed_domains):
+        raise UrlNotAllowed(
+            f"Domain not allowed: This credential is restricted from accessing "
+            f"{display_host(url)}. Only the following domains are allowed: {allowed_domains}"
+        )
+
+
+def _listed_domains(credential: ResolvedCredential) -> str:
+    domains = str(credential.get("allowedDomains") or "").strip()
+    if not domains:
+        raise UrlNotAllowed(
+            "No allowed domains specified. Configure allowed domains or change restriction setting."
+        )
+    return domains
 
 
 def domain_allowed(url: str, allowed_domains: str) -> bool:

@@ -183,6 +183,17 @@ class Settings:
     worker_metrics_host: str = "127.0.0.1"
     # Lines a person reads; "json" gives one object per line for a log shipper (core/logs.py).
     log_format: str = "text"
+    # Where the HTTP Request nodes may connect (models/egress.py): public addresses only, so a
+    # workflow cannot reach this deployment's Redis, its api or a cloud's metadata service;
+    # true lets them reach any. The ranges (CIDR) and host names (`*.example.com` for the
+    # subdomains) are allowed whatever the rest says, as n8n's N8N_SSRF_ALLOWED_IP_RANGES and
+    # N8N_SSRF_ALLOWED_HOSTNAMES.
+    http_allow_private: bool = False
+    http_allowed_ip_ranges: str = ""
+    http_allowed_hostnames: str = ""
+    # The most bytes of one answer an HTTP Request node reads (after gzip): its items travel
+    # through Redis and the execution's record, which the body limit bounds the same way.
+    http_max_response_bytes: int = 16 * 1024 * 1024
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -241,6 +252,7 @@ class Settings:
             worker_metrics_host=os.environ.get("MINI_N8N_WORKER_METRICS_HOST")
             or cls.worker_metrics_host,
             log_format=(os.environ.get("MINI_N8N_LOG_FORMAT") or cls.log_format).lower(),
+            **_http(),
         )
 
 
@@ -266,6 +278,18 @@ def _bodies() -> dict:
         "body_grace_seconds": _float("MINI_N8N_BODY_GRACE_SECONDS", Settings.body_grace_seconds),
         "body_buffer_bytes": int(_float("MINI_N8N_BODY_BUFFER_BYTES", Settings.body_buffer_bytes)),
         "json_max_values": _int("MINI_N8N_JSON_MAX_VALUES", Settings.json_max_values),
+    }
+
+
+def _http() -> dict:
+    """Where the HTTP Request nodes may connect and how much of an answer they read."""
+    return {
+        "http_allow_private": _bool("MINI_N8N_HTTP_ALLOW_PRIVATE", Settings.http_allow_private),
+        "http_allowed_ip_ranges": os.environ.get("MINI_N8N_HTTP_ALLOWED_IP_RANGES", ""),
+        "http_allowed_hostnames": os.environ.get("MINI_N8N_HTTP_ALLOWED_HOSTNAMES", ""),
+        "http_max_response_bytes": _int(
+            "MINI_N8N_HTTP_MAX_RESPONSE_BYTES", Settings.http_max_response_bytes
+        ),
     }
 
 

@@ -17,7 +17,7 @@ from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.redis_errors import error_text
 from engine.cpu import Checkpoints
-from engine.errors import EngineError, ExecutionCanceled, ExpressionError
+from engine.errors import EngineError, ExecutionCanceled, ExpressionError, NodeApiError
 from engine.expressions import ExpressionData, has_expression, resolve
 from engine.hooks import Hooks
 from engine.node import Item
@@ -315,6 +315,13 @@ class SupplyContext(_NodeContext):
         index = self.item_index if item_index is None else item_index
         return super().get_parameter(path, default, index)
 
+    def tool_call(self, args: dict[str, Any]) -> ExecuteContext:
+        """A context to run this node as a main node on the model's arguments, as n8n runs a
+        node used as a tool: one input item holding them (so `$json` and `$fromAI()` read them),
+        its run counted among the node's runs."""
+        run_index = len(self.execution.run_data.get(self.node.name, []))
+        return ExecuteContext(self.execution, self.node, [{"json": args}], run_index)
+
 
 def error_json(err: BaseException, node_name: str | None = None) -> dict[str, Any]:
     message = (
@@ -322,8 +329,9 @@ def error_json(err: BaseException, node_name: str | None = None) -> dict[str, An
     )
     if isinstance(err, EngineError) and err.node and message.startswith(f'Node "{err.node}": '):
         message = err.message
-    found = {"message": message, "node": node_name, "name": type(err).__name__}
-    description = getattr(err, "description", None)
-    if description:
-        found["description"] = description
-    return found
+    data = {"message": message, "node": node_name, "name": type(err).__name__}
+    if isinstance(err, NodeApiError):  # n8n's fields of an API error, for the editor
+        data.update(httpCode=err.http_code, description=err.description)
+    elif getattr(err, "description", None):  # a hint under the message, as n8n's
+        data["description"] = err.description
+    return data

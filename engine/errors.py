@@ -56,6 +56,25 @@ class NodeExecutionError(EngineError):
     """A node failed while running."""
 
 
+class NodeApiError(NodeExecutionError):
+    """A node's call to a service failed (n8n's NodeApiError): `http_code` is the answer's status
+    as text ("404"), or a network error's code (ECONNREFUSED...), None if neither; `description`
+    says more, in the service's words where it gave any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        item_index: int | None = None,
+        http_code: str | None = None,
+        description: str | None = None,
+    ):
+        super().__init__(message, node=node, item_index=item_index)
+        self.http_code = http_code
+        self.description = description
+
+
 class ExecutionLimitExceeded(NodeExecutionError):
     """The execution used more of a bounded resource (its CPU time) than its runner allows."""
 

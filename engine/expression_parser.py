@@ -62,8 +62,7 @@ def _lex(src: str, pos: int, stop: str | None, nesting: int) -> tuple[list[Token
     braces = 0  # open `{`: a `}` closes one of them before it can end the segment
     opened = 0  # open brackets of any kind: deep nesting fails here, before parsing
     while True:
-        while pos < len(src) and src[pos].isspace():
-            pos += 1
+        pos = _skip_blank(src, pos)
         if pos >= len(src):
             if stop is not None:
                 raise ExpressionError(f'missing closing "{stop}"')
@@ -79,6 +78,20 @@ def _lex(src: str, pos: int, stop: str | None, nesting: int) -> tuple[list[Token
             if nesting + opened > MAX_NESTING:
                 raise ExpressionError("expression is nested too deeply")
         tokens.append(token)
+
+
+def _skip_blank(src: str, pos: int) -> int:
+    """The position after whitespace and `/* ... */` comments, as JS skips them: n8n's editor
+    writes `{{ /*n8n-auto-generated-fromAI-override*/ $fromAI(...) }}`."""
+    while True:
+        while pos < len(src) and src[pos].isspace():
+            pos += 1
+        if not src.startswith("/*", pos):
+            return pos
+        end = src.find("*/", pos + 2)
+        if end < 0:
+            raise ExpressionError(f"unterminated comment at position {pos}")
+        pos = end + 2
 
 
 def _lex_token(src: str, pos: int, nesting: int) -> tuple[Token, int]:

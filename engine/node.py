@@ -142,6 +142,10 @@ class SupplyDataFunctions(NodeFunctions, Protocol):
         """The parameter at dotted `path`, expressions resolved on the consuming node's item
         (`item_index` of supply_data unless given)."""
 
+    def tool_call(self, args: dict[str, Any]) -> ExecuteFunctions:
+        """A context to run this node's `execute` on a model's tool-call arguments: one input
+        item holding them (a main node used as an Agent's tool, engine/node_tool.py)."""
+
 
 class NodeType:
     """A node type: its `description` (engine/description.py) and its entry point.

@@ -1,9 +1,9 @@
 """What the outside world lends an execution. The engine does no I/O of its own: whoever runs it
 (the CLI, a Celery worker, the api in regular mode, a test) builds a Services and hands it in,
-with the clients that do: a Redis client, the chat model clients (models/clients.py), the Code
-node's JavaScript runner (sandbox/), and how to share the process (a pause, a CPU clock;
-runtime/ under gevent). tests/test_layout.py keeps the engine free of sockets, TLS, HTTP
-clients, Redis and gevent."""
+with the clients that do: a Redis client, the chat model clients (models/clients.py), the HTTP
+Request nodes' client (models/http_requests.py), the Code node's JavaScript runner (sandbox/),
+and how to share the process (a pause, a CPU clock; runtime/ under gevent). tests/test_layout.py
+keeps the engine free of sockets, TLS, HTTP clients, Redis and gevent."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.credentials import CredentialStore
 from core.keys import Keys
+from engine.http_client import HttpClient
 from engine.llm import ChatModels
 from memory.base import ChatMemory
 from memory.journal import Journal
@@ -44,6 +45,10 @@ class Services:
     # models/clients.py). None: such a node fails with a message saying so. A gevent worker's
     # read their streams in greenlets, which a stop interrupts in the middle of a socket wait.
     chat_models: ChatModels | None = None
+    # Sends the HTTP Request nodes' requests (engine/http_client.py; models/http_requests.py),
+    # under the deployment's bounds: where it may connect, how large an answer may be. None: such
+    # a node fails with a message saying so.
+    http: HttpClient | None = None
     # Told after each chat-model call the Agent makes: "success" or "error", and how many
     # tokens (streamed pieces) the model produced. A worker lends one that counts them.
     on_model_call: Callable[[str, int], None] | None = None

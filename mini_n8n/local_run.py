@@ -19,6 +19,7 @@ from engine.workflow import load_workflow
 from memory.window import InProcessMemory
 from models.clients import ModelClients
 from sandbox.pool import ProcessPool
+from models.http_requests import HttpRequests
 
 
 def run_file(
@@ -45,6 +46,7 @@ def run_file(
         keys=Keys.from_settings(config),
         simple_memory=InProcessMemory(),
         chat_models=ModelClients(),  # streams read by threads: this process is not gevent's
+        http=HttpRequests.from_settings(config),
         cpu_seconds=config.execution_cpu_seconds,
         code_runner=code,
     )

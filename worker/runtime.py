@@ -32,6 +32,7 @@ from core.waiting import WaitingStore
 from engine.services import Services
 from memory.window import InProcessMemory
 from models.clients import ModelClients
+from models.http_requests import HttpRequests
 from runtime.cpu_clock import task_clock
 from runtime.patching import unpatched_poll
 from runtime.spawn import spawn
@@ -195,6 +196,8 @@ def _services(
         simple_memory=InProcessMemory(),
         queue_mode=True,
         chat_models=models,
+        # Requests sent by greenlets a stop interrupts, on the models' TLS context.
+        http=HttpRequests.from_settings(settings, spawn, models.tls_context),
         cpu_seconds=settings.execution_cpu_seconds,
         cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
         pause=pause,

@@ -2,10 +2,14 @@
 network (DESIGN section 7). It answers from the conversation:
 
 1. last message is a tool result        -> "Based on the tools: Calculator returned <result>."
+                                            (another tool than a calculator: its name)
 2. calculator connected + arithmetic     -> a tool call {"input": "19 * 23"}
-3. "what is my name"                     -> "Your name is <X>." / "I don't know your name yet."
-4. "my name is <X>"                      -> "Nice to meet you, <X>!"
-5. anything else                         -> "You said: <message>"
+3. another tool connected and named      -> a tool call to it, its arguments the message's
+   in the message ("ask HTTP_Request        `key=value` words ({"city": "Paris"})
+   city=Paris")
+4. "what is my name"                     -> "Your name is <X>." / "I don't know your name yet."
+5. "my name is <X>"                      -> "Nice to meet you, <X>!"
+6. anything else                         -> "You said: <message>"
 
 Tokens are words with their trailing space; `delayPerTokenMs` waits between tokens.
 """
@@ -30,6 +34,12 @@ ARITHMETIC = re.compile(
 )
 NAME_IS = re.compile(r"\bmy name is\s+([^\s.,!?;:]+(?:\s+[A-Z][^\s.,!?;:]*)*)", re.IGNORECASE)
 ASKS_NAME = re.compile(r"\bwhat(?:'s| is) my name\b", re.IGNORECASE)
+KEY_VALUE = re.compile(r"\b([A-Za-z_][\w-]{0,63})=(\S+)")
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` names the tool `name` as a word of its own, in any case."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def tokenize(text: str) -> list[str]:
@@ -40,7 +50,8 @@ def tokenize(text: str) -> list[str]:
 def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
     last = messages[-1] if messages else ChatMessage("human", "")
     if last.role == "tool":
-        return ai(f"Based on the tools: Calculator returned {last.content}.")
+        other = last.name if last.name and "calculator" not in last.name.lower() else None
+        return ai(f"Based on the tools: {other or 'Calculator'} returned {last.content}.")
     users = [m.content for m in messages if m.role == "human"]
     text = users[-1] if users else ""
     calculator = next((t for t in tools if "calculator" in t.name.lower()), None)
@@ -48,6 +59,10 @@ def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
     if calculator and match:
         call = ToolCall(calculator.name, {"input": match.group(0).strip()}, id="call_mock_1")
         return ai("", [call])
+    named_tool = next((t for t in tools if t is not calculator and _names(text, t.name)), None)
+    if named_tool:
+        args = dict(KEY_VALUE.findall(text))
+        return ai("", [ToolCall(named_tool.name, args, id="call_mock_1")])
     if ASKS_NAME.search(text):
         for earlier in reversed(users[:-1]):
             named = NAME_IS.search(earlier)

@@ -27,7 +27,9 @@ CHAT_ITEM_KEYS = ("sessionId", "action", "chatInput")
 
 
 def _cases() -> list[Path]:
-    return sorted(CASES.glob("*/*.json"))
+    # A case that needs a server to answer the workflow's requests ("server": the HTTP Request
+    # node's) runs where one is: tests/models/test_n8n_http_outputs.py.
+    return [p for p in sorted(CASES.glob("*/*.json")) if "server" not in json.loads(p.read_text())]
 
 
 def input_items(given: Any) -> list[dict]:
