@@ -18,8 +18,8 @@ from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
 from models.clients import ModelClients
-from sandbox.pool import ProcessPool
 from models.http_requests import HttpRequests
+from sandbox.pool import ProcessPool
 
 
 def run_file(
