@@ -332,6 +332,6 @@ def error_json(err: BaseException, node_name: str | None = None) -> dict[str, An
     data = {"message": message, "node": node_name, "name": type(err).__name__}
     if isinstance(err, NodeApiError):  # n8n's fields of an API error, for the editor
         data.update(httpCode=err.http_code, description=err.description)
-    elif getattr(err, "description", None):  # a hint under the message, as n8n's
+    elif isinstance(err, EngineError) and err.description:  # a hint under the message
         data["description"] = err.description
     return data
