@@ -6,6 +6,7 @@ import pytest
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks
+from engine.llm import tool_name
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
@@ -140,3 +141,16 @@ def test_a_system_message_is_sent_only_when_the_workflow_sets_one(
     request = run.run_data["Mock Chat Model"][0]["inputOverride"]["ai_languageModel"][0][0]
     messages = [(m["type"], m["data"]["content"]) for m in request["json"]["messages"]]
     assert messages == [*([("system", sent)] if sent else []), ("human", "hello")]
+
+
+@pytest.mark.parametrize(
+    ("node_name", "name"),
+    [
+        ("Calculator", "Calculator"),
+        ("My calc (v2)!", "My_calc_v2_"),  # n8n's nodeNameToToolName: runs become one `_`
+        ("Ünïcode 🧮 tool", "_n_code_tool"),
+        ("a" * 63 + " b", "a" * 63),  # cut at 64, no `_` left at the end
+    ],
+)
+def test_a_tool_is_named_after_its_node_as_n8n_names_it(node_name, name):
+    assert tool_name(node_name) == name

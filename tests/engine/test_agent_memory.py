@@ -19,7 +19,15 @@ from engine.previous_session import previous_session
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
-from tests.n8n_memory import ANSWER_437, ids_named, memory_after, turns
+from tests.n8n_memory import (
+    ANSWER_437,
+    VARIANTS,
+    fixture,
+    ids_named,
+    memory_after,
+    requests_of,
+    turns,
+)
 from tests.workflows import REDIS_CHAT, SIMPLE_CHAT, example, node
 
 
@@ -80,6 +88,20 @@ def test_memory_holds_what_n8n_stores_for_a_tool_turn(backend, keys, version):
     for turn, message in enumerate(turns(variant)):
         chat.say(message)
         assert ids_named(chat.stored()) == ids_named(memory_after(variant, turn))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_n8n_went_on_with_a_conversation_this_engine_started(keys, variant):
+    """The recording let this engine answer a first turn into n8n's Redis and n8n the second:
+    what it was given is what we write today, it kept that as it was, and it asked its model
+    what it asks in a conversation of its own."""
+    cross = fixture(variant)["ours_then_n8n"]
+    chat = Chat("redis", keys, 2.2 if "2.2" in variant else 3.1)
+    chat.say(turns(variant)[0])
+    assert chat.stored() == list(reversed(cross["ours"]))
+    assert cross["memory"][2:] == cross["ours"]
+    theirs = [json.dumps(r["messages"]) for r in requests_of(variant, 1)]
+    assert ids_named([json.dumps(r["messages"]) for r in cross["requests"]]) == ids_named(theirs)
 
 
 def test_agent_2_2_keeps_the_tool_turn_when_asked(backend, keys):
