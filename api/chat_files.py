@@ -5,9 +5,11 @@ turned into the item n8n's Chat Trigger outputs:
                                         binaryKey}]},
      "binary": {"data0": {data (base64), mimeType, fileName, fileExtension, fileSize, fileType}}}
 
-`metadata` arrives as a JSON string; it is parsed, so `$json.metadata` reads the same as for a JSON
-request. Limits: MINI_N8N_CHAT_FILE_MAX_BYTES per file (5 MiB) and MINI_N8N_CHAT_FILES_MAX_BYTES
-for all files of one message (10 MiB) -> 413; the whole body stays under MINI_N8N_MAX_BODY_BYTES.
+Every form field stays the text it came as, `metadata` too: the widget sends it as a JSON string
+and n8n keeps it one, so an export's `JSON.parse($json.metadata)` works (sent as JSON, a
+message's `metadata` is an object, as in n8n). Limits: MINI_N8N_CHAT_FILE_MAX_BYTES per file
+(5 MiB) and MINI_N8N_CHAT_FILES_MAX_BYTES for all files of one message (10 MiB) -> 413; the whole
+body stays under MINI_N8N_MAX_BODY_BYTES.
 A file whose type `allowedFilesMimeTypes` does not list -> 400.
 """
 
@@ -21,7 +23,6 @@ from typing import Any
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
-from api.bodies import parse
 from api.errors import ApiError
 
 FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
@@ -38,8 +39,6 @@ FILE_TYPES = (  # n8n's fileTypeFromMimeType, in its order
 
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = request.form.to_dict()
-    if "metadata" in fields:
-        fields["metadata"] = _metadata(fields["metadata"], settings.json_max_values)
     item: dict[str, Any] = {"json": fields}
     parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
     if not parts:
@@ -63,16 +62,6 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
         info = {k: v for k, v in binary.items() if k != "data"}
         fields["files"].append({**info, "binaryKey": key})
     return item
-
-
-def _metadata(text: str, max_values: int) -> Any:
-    try:
-        value = parse(text, max_values) if text else None
-    except ApiError as err:
-        raise ApiError(err.status, f'"metadata" must be a JSON object: {err.message}') from None
-    if value is not None and not isinstance(value, dict):
-        raise ApiError(400, '"metadata" must be a JSON object')
-    return value
 
 
 def _binary(part: FileStorage, data: bytes) -> dict[str, Any]:
