@@ -137,12 +137,18 @@ def guarded(chat_deployment):
     return workflow, chat_url(chat_deployment.base, workflow)
 
 
+def refusal(response, workflow) -> tuple[str, str, str]:
+    """What n8n answers a failed login with: text, and a challenge naming the webhook."""
+    realm = f'Basic realm="Webhook {workflow["nodes"][0]["webhookId"]}"'
+    assert response.headers["www-authenticate"] == realm
+    return response.headers["content-type"].split(";")[0], response.text
+
+
 def test_basic_auth_without_a_header_is_401_with_a_challenge(chat_deployment, guarded):
     workflow, url = guarded
     for response in (httpx.post(url, json=message("auth-none")), httpx.get(url)):
         assert response.status_code == 401
-        assert response.headers["www-authenticate"] == 'Basic realm="Webhook"'
-        assert response.json() == {"message": "Authorization is required!"}
+        assert refusal(response, workflow) == ("text/plain", "Authorization is required!")
     assert executions(chat_deployment, workflow) == 0
 
 
@@ -151,7 +157,7 @@ def test_basic_auth_with_wrong_credentials_is_403(chat_deployment, guarded):
     for auth in ((BASIC_USER, "wrong"), ("eve", BASIC_PASSWORD)):
         response = httpx.post(url, json=message("auth-wrong"), auth=auth)
         assert response.status_code == 403
-        assert response.json() == {"message": "Authorization data is wrong!"}
+        assert refusal(response, workflow) == ("text/plain", "Authorization data is wrong!")
         assert BASIC_PASSWORD not in response.text
     assert executions(chat_deployment, workflow) == 0
     assert chat_deployment.chat_list("auth-wrong", workflow["id"]) == []  # its private memory
