@@ -65,14 +65,20 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
 
 
 def _binary(part: FileStorage, data: bytes) -> dict[str, Any]:
-    name = PurePath(part.filename or "file").name or "file"
-    mime = part.mimetype or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return binary_data(part.filename, part.mimetype, base64.b64encode(data).decode("ascii"))
+
+
+def binary_data(filename: str | None, mime: str | None, data: str) -> dict[str, Any]:
+    """n8n's binary data of a file (`data`: its content in base64)."""
+    name = PurePath(filename or "file").name or "file"
+    mime = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    size = len(data) * 3 // 4 - data[-2:].count("=")
     binary = {
-        "data": base64.b64encode(data).decode("ascii"),
+        "data": data,
         "mimeType": mime,
         "fileName": name,
         "fileExtension": PurePath(name).suffix.lstrip(".").lower(),
-        "fileSize": pretty_bytes(len(data)),
+        "fileSize": pretty_bytes(size),
     }
     file_type = next((t for prefix, t in FILE_TYPES if mime.startswith(prefix)), None)
     if file_type:
@@ -123,6 +129,21 @@ def reply_files(files: Any, settings, patterns: list[str]) -> int:
         if not _allowed(mime, name, patterns):
             raise ApiError(400, f"Files of type {mime} are not allowed")
     return characters
+
+
+def reply_binary(files: Any) -> dict[str, Any]:
+    """A reply's files over the chat socket (checked by `reply_files`) as n8n's chat service
+    keeps them: binary data `data_0`, `data_1`, ..., the base64 after a data URL's `base64,`."""
+    if not isinstance(files, list):
+        return {}
+    return {
+        f"data_{index}": binary_data(file["name"], file["type"], _base64_of(file["data"]))
+        for index, file in enumerate(files)
+    }
+
+
+def _base64_of(data: str) -> str:
+    return data.split("base64,", 1)[1] if "base64," in data else data
 
 
 def _data_url_size(data: str) -> int:
