@@ -50,10 +50,20 @@ def console_errors():
     return ConsoleErrors()
 
 
+def person(browser) -> str:
+    """The User-Agent of this Chromium as a person's, not a headless one: n8n (and we) ignore an
+    approval click from a bot, and HeadlessChrome is one to isbot."""
+    return (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        f"Chrome/{browser.version} Safari/537.36"
+    )
+
+
 @pytest.fixture
 def page(browser, console_errors):
-    """A fresh browser context (its own storage) and page; no console error may happen on it."""
-    context = browser.new_context()
+    """A fresh browser context (its own storage) and page, a person's; no console error may
+    happen on it."""
+    context = browser.new_context(user_agent=person(browser))
     page = context.new_page()
     page.set_default_timeout(20_000)
     console_errors.watch(page)
