@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.browser import person
 from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER
 from tests.e2e.deployment import Deployment
 
@@ -48,15 +49,6 @@ class ConsoleErrors(list):
 @pytest.fixture
 def console_errors():
     return ConsoleErrors()
-
-
-def person(browser) -> str:
-    """The User-Agent of this Chromium as a person's, not a headless one: n8n (and we) ignore an
-    approval click from a bot, and HeadlessChrome is one to isbot."""
-    return (
-        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
-        f"Chrome/{browser.version} Safari/537.36"
-    )
 
 
 @pytest.fixture

@@ -416,11 +416,11 @@ def test_the_hosted_page_is_one_self_contained_document_with_a_strict_policy(cha
     html = response.text
     assert "http://" not in html and "https://" not in html  # nothing from a CDN
     assert html.count("<script") == 2 and html.count("</script>") == 2
-    assert html.count(f'nonce="{nonce}"') == 2  # the script and the style
+    assert html.count(f'nonce="{nonce}"') == 3  # the script, the style and the custom style
     config = re.search(r'id="chat-config">(.*?)</script>', html, re.S).group(1)
     assert "<" not in config and ">" not in config and "&" not in config
     assert "\u2028" not in config
-    assert json.loads(config)["title"] == title
+    assert json.loads(config)["title"] == ' & "quotes" \u2028'  # its tags gone, as in n8n
 
 
 def test_an_embedded_chat_has_no_hosted_page(chat_deployment):
