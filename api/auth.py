@@ -3,7 +3,8 @@
 - `none`: nothing to check.
 - `basicAuth`: the node's `httpBasicAuth` credential (`user`, `password`) from the deployment's
   credentials file. No or malformed `Authorization` header -> 401, wrong user or password -> 403,
-  both with `WWW-Authenticate: Basic realm="Webhook"`; no usable credential -> 500.
+  no usable credential -> 500; each answered as n8n answers it: the message as plain text, with
+  `WWW-Authenticate: Basic realm="Webhook <webhookId>"` (`"Webhook"` for a node without one).
 - `n8nUserAuth`: a person signed in to this server (api/rest/signin.py), any role, by the
   session cookie: none -> 401 "User not authenticated!", one that stands for nobody (signed out,
   expired, the user removed) -> 401 "Invalid authentication token", as n8n answers. The hosted
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 
 from flask import Request
 
@@ -27,8 +29,8 @@ from core.users import User
 
 log = logging.getLogger("mini_n8n.auth")
 
-CHALLENGE = {"WWW-Authenticate": 'Basic realm="Webhook"'}
 NO_CREDENTIAL = "No authentication data defined on node!"
+_QUOTED = re.compile(r'["\\]')
 
 
 def check_webhook_auth(rt, node, method: str, request: Request) -> User | None:
@@ -61,12 +63,12 @@ def _basic_auth(rt, node, request: Request) -> None:
     expected_user, expected_password = _expected(rt, node)
     given = request.authorization
     if given is None or given.type != "basic" or given.username is None:
-        raise ApiError(401, "Authorization is required!", headers=CHALLENGE)
+        raise _refused(node, 401, "Authorization is required!")
     # Both comparisons always run, in constant time, so timing tells nothing about which failed.
     user_ok = hmac.compare_digest(given.username.encode(), expected_user.encode())
     password_ok = hmac.compare_digest((given.password or "").encode(), expected_password.encode())
     if not (user_ok and password_ok):
-        raise ApiError(403, "Authorization data is wrong!", headers=CHALLENGE)
+        raise _refused(node, 403, "Authorization data is wrong!")
 
 
 def _expected(rt, node) -> tuple[str, str]:
@@ -74,11 +76,21 @@ def _expected(rt, node) -> tuple[str, str]:
         credential = rt.credentials.resolve("httpBasicAuth", node.credentials.get("httpBasicAuth"))
     except CredentialError as err:  # names the credential and the file, never a secret
         log.error("chat trigger %r: %s", node.name, err)
-        raise ApiError(500, NO_CREDENTIAL) from None
+        raise _refused(node, 500, NO_CREDENTIAL) from None
     user, password = credential.get("user"), credential.get("password")
     if not isinstance(user, str) or not isinstance(password, str) or not user or not password:
         log.error(
             "chat trigger %r: its httpBasicAuth credential has no user or password", node.name
         )
-        raise ApiError(500, NO_CREDENTIAL)
+        raise _refused(node, 500, NO_CREDENTIAL)
     return user, password
+
+
+def _refused(node, status: int, message: str) -> ApiError:
+    """n8n's answer to a failed basicAuth: the message as text, a challenge naming the realm
+    `Webhook <webhookId>`. The id comes from the workflow: it is written as a quoted-string of
+    printable ASCII, so it cannot end the header or the realm early."""
+    webhook_id = "".join(c for c in node.webhook_id or "" if c.isascii() and c.isprintable())
+    quoted = _QUOTED.sub(lambda m: "\\" + m.group(0), webhook_id)
+    realm = f"Webhook {quoted}" if quoted else "Webhook"
+    return ApiError(status, message, {"WWW-Authenticate": f'Basic realm="{realm}"'}, text=True)

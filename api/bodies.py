@@ -1,5 +1,5 @@
 """Request bodies, received, read and parsed one way at every door: webhooks, the Chat Trigger
-(JSON and multipart `metadata`), REST, and the chat WebSocket's frames (api/chat_replies.py).
+(JSON; a multipart message's fields stay text), REST, and the chat WebSocket's frames (api/chat_replies.py).
 
 - **Received whole before anything else, under deadlines** (`receive`, run before every view).
   No turn (api/admission.py) is held while a body arrives: a client that sends slowly holds its

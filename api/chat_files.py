@@ -5,9 +5,11 @@ turned into the item n8n's Chat Trigger outputs:
                                         binaryKey}]},
      "binary": {"data0": {data (base64), mimeType, fileName, fileExtension, fileSize, fileType}}}
 
-`metadata` arrives as a JSON string; it is parsed, so `$json.metadata` reads the same as for a JSON
-request. Limits: MINI_N8N_CHAT_FILE_MAX_BYTES per file (5 MiB) and MINI_N8N_CHAT_FILES_MAX_BYTES
-for all files of one message (10 MiB) -> 413; the whole body stays under MINI_N8N_MAX_BODY_BYTES.
+Every form field stays the text it came as, `metadata` too: the widget sends it as a JSON string
+and n8n keeps it one, so an export's `JSON.parse($json.metadata)` works (sent as JSON, a
+message's `metadata` is an object, as in n8n). Limits: MINI_N8N_CHAT_FILE_MAX_BYTES per file
+(5 MiB) and MINI_N8N_CHAT_FILES_MAX_BYTES for all files of one message (10 MiB) -> 413; the whole
+body stays under MINI_N8N_MAX_BODY_BYTES.
 A file whose type `allowedFilesMimeTypes` does not list -> 400.
 """
 
@@ -21,15 +23,12 @@ from typing import Any
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
-from api.bodies import parse
 from api.errors import ApiError
 from engine.binary_data import file_type, pretty_bytes
 
 
 def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = request.form.to_dict()
-    if "metadata" in fields:
-        fields["metadata"] = _metadata(fields["metadata"], settings.json_max_values)
     item: dict[str, Any] = {"json": fields}
     parts = [f for _, f in request.files.items(multi=True) if f.filename or f.content_length]
     if not parts:
@@ -55,25 +54,21 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
     return item
 
 
-def _metadata(text: str, max_values: int) -> Any:
-    try:
-        value = parse(text, max_values) if text else None
-    except ApiError as err:
-        raise ApiError(err.status, f'"metadata" must be a JSON object: {err.message}') from None
-    if value is not None and not isinstance(value, dict):
-        raise ApiError(400, '"metadata" must be a JSON object')
-    return value
-
-
 def _binary(part: FileStorage, data: bytes) -> dict[str, Any]:
-    name = PurePath(part.filename or "file").name or "file"
-    mime = part.mimetype or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return binary_data(part.filename, part.mimetype, base64.b64encode(data).decode("ascii"))
+
+
+def binary_data(filename: str | None, mime: str | None, data: str) -> dict[str, Any]:
+    """n8n's binary data of a file (`data`: its content in base64)."""
+    name = PurePath(filename or "file").name or "file"
+    mime = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    size = len(data) * 3 // 4 - data[-2:].count("=")
     binary = {
-        "data": base64.b64encode(data).decode("ascii"),
+        "data": data,
         "mimeType": mime,
         "fileName": name,
         "fileExtension": PurePath(name).suffix.lstrip(".").lower(),
-        "fileSize": pretty_bytes(len(data)),
+        "fileSize": pretty_bytes(size),
     }
     kind = file_type(mime)
     if kind:
@@ -115,6 +110,21 @@ def reply_files(files: Any, settings, patterns: list[str]) -> int:
         if not _allowed(mime, name, patterns):
             raise ApiError(400, f"Files of type {mime} are not allowed")
     return characters
+
+
+def reply_binary(files: Any) -> dict[str, Any]:
+    """A reply's files over the chat socket (checked by `reply_files`) as n8n's chat service
+    keeps them: binary data `data_0`, `data_1`, ..., the base64 after a data URL's `base64,`."""
+    if not isinstance(files, list):
+        return {}
+    return {
+        f"data_{index}": binary_data(file["name"], file["type"], _base64_of(file["data"]))
+        for index, file in enumerate(files)
+    }
+
+
+def _base64_of(data: str) -> str:
+    return data.split("base64,", 1)[1] if "base64," in data else data
 
 
 def _data_url_size(data: str) -> int:

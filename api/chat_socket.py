@@ -50,6 +50,7 @@ from api.chat_replies import Replies
 from api.conversation import ReplyRefused, check_execution, not_waiting
 from api.relay import RelayError, Stream
 from api.runtime import runtime
+from api.waiting_webhook import link_base
 from api.websocket import ConnectionClosed, Handled, Handshake, WebSocket
 from core.execution_record import ExecutionRecord
 
@@ -73,10 +74,9 @@ def chat_socket():
     except Handshake as err:
         return jsonify({"message": f"This is n8n's chat WebSocket: {err}"}), 400
     args = request.args
-    # Button links are written on the origin the client reached us by, with the page's scheme
-    # ("//host/..."): behind a TLS proxy this process sees http while the page is https.
+    # Button links are absolute, as n8n's, on the origin the client reached us by.
     connection = ChatConnection(
-        runtime(), ws, args.get("sessionId", ""), args.get("executionId", ""), f"//{request.host}"
+        runtime(), ws, args.get("sessionId", ""), args.get("executionId", ""), link_base(request)
     )
     kept = False
     try:

@@ -116,13 +116,14 @@ def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, An
     bodies.limit(request, Door.CHAT)  # set before the body came, unless the route changed since
     if request.mimetype == "multipart/form-data":
         item = multipart_item(request, settings, file_types)
+        validate_chat_body(item["json"], metadata_as=str)  # a form field, kept as its text
     else:
         item = {"json": bodies.json_object(request, settings.json_max_values)}
-    validate_chat_body(item["json"])
+        validate_chat_body(item["json"])
     return item
 
 
-def validate_chat_body(body: dict[str, Any]) -> None:
+def validate_chat_body(body: dict[str, Any], metadata_as: type = dict) -> None:
     action = body.get("action", "sendMessage")
     if action not in ACTIONS:
         raise ApiError(400, f'"action" must be one of {", ".join(ACTIONS)}')
@@ -138,7 +139,7 @@ def validate_chat_body(body: dict[str, Any]) -> None:
             )
     if action == "sendMessage" and not isinstance(body.get("chatInput"), str):
         raise ApiError(400, '"chatInput" must be a string')
-    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+    if body.get("metadata") is not None and not isinstance(body["metadata"], metadata_as):
         raise ApiError(400, '"metadata" must be an object')
 
 

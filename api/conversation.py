@@ -20,6 +20,7 @@ from typing import Any
 from flask import Response, jsonify
 
 from api import resume_tokens
+from api.chat_files import reply_binary
 from api.errors import ApiError
 from api.launcher import LaunchError
 from core.answers import finished_text
@@ -44,7 +45,7 @@ def start_or_reply(rt, raw, workflow, trigger, items, session_id, headers) -> Re
     for _ in range(JOIN_ATTEMPTS):
         if current is not None:
             try:
-                deliver(rt, current, session_id, items[0]["json"])
+                deliver(rt, current, session_id, items[0]["json"], items[0].get("binary"))
                 return _started(rt, current.id, headers)
             except ReplyRefused:
                 pass  # it finished meanwhile: the message starts the next one
@@ -94,20 +95,30 @@ def check_execution(record: ExecutionRecord | None, session_id: str) -> Executio
 
 
 def deliver_reply(rt, execution_id: str, session_id: str, body: dict[str, Any]) -> None:
-    """Hand the user's message to the execution (the chat socket's path); ReplyRefused if it
-    has finished."""
-    deliver(rt, check_execution(rt.executions.get(execution_id), session_id), session_id, body)
+    """Hand the user's message to the execution (the chat socket's path, its files checked by
+    api/chat_files.py reply_files); ReplyRefused if it has finished."""
+    record = check_execution(rt.executions.get(execution_id), session_id)
+    deliver(rt, record, session_id, body, reply_binary(body.get("files")))
 
 
-def deliver(rt, record: ExecutionRecord, session_id: str, body: dict[str, Any]) -> None:
-    reply = {
+def deliver(
+    rt,
+    record: ExecutionRecord,
+    session_id: str,
+    body: dict[str, Any],
+    binary: dict[str, Any] | None = None,
+) -> None:
+    """The reply item as n8n's chat service builds it: `{sessionId, action, chatInput}`, and the
+    files as binary data (the socket's as `data_0`, ...; a POST's as the trigger read them)."""
+    reply: dict[str, Any] = {
         "json": {
+            "sessionId": session_id,
             "action": "sendMessage",
             "chatInput": body.get("chatInput", ""),
-            "sessionId": session_id,
-            "files": body.get("files") or [],
         }
     }
+    if binary:
+        reply["binary"] = binary
     outcome, queued = rt.executions.reply(record, reply)
     if outcome == Reply.QUEUED:
         return

@@ -22,15 +22,22 @@ REDIS_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        text: bool = False,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.text = text  # answered as plain text, where n8n answers so (a login's refusal)
 
 
 def register_error_handlers(app: Flask) -> None:
-    """Every error a view may raise becomes a JSON answer `{"message": ...}`."""
+    """Every error a view may raise becomes a JSON answer `{"message": ...}` (or its text)."""
     for error, handler in _HANDLERS:
         app.register_error_handler(error, handler)
 
@@ -45,6 +52,10 @@ def _answer(body: dict, status: int, retry_after: int | None = None, headers=Non
 
 
 def _api_error(err: ApiError) -> Response:
+    if err.text:
+        response = Response(err.message, err.status, mimetype="text/plain")
+        response.headers.update(err.headers)
+        return response
     return _answer({"message": err.message}, err.status, headers=err.headers)
 
 

@@ -7,14 +7,16 @@ the waiting execution with `{"data": {"approved", "respondedAt"}}`, the node's o
   the execution's waiting state (ExecuteContext.resume_url). A click counts only when that
   execution waits at that node and the signature was issued with exactly that query: knowing an
   execution id is not enough, and an "approve" link cannot be turned into a "decline" one.
-- The chat socket writes the links absolute, on the origin the client reached it by
-  (`absolute_links`): the widget shows only buttons whose link is on its page's or its webhook's
-  origin, and fetches them from there.
+- The chat socket writes the links absolute, as n8n writes them (`http://host/webhook-waiting/…`),
+  on the origin the client reached it by (`link_base`, `absolute_links`): the widget shows only
+  buttons whose link is on its page's or its webhook's origin, and fetches them from there.
 - Answers as n8n's: 200 with a "Got it, thanks" page; 200 "No action required" once the
   execution finished; 401 for a link that was not issued; 404 for an unknown execution; 409 when
-  the execution is not waiting (running, failed, stopped). Unlike n8n, no User-Agent is turned
-  away as a bot: these links are only ever shown inside a chat, never in a mail or a message
-  that a link preview would open.
+  the execution is not waiting (running, failed, stopped).
+- Bots do not click, as in n8n (api/bots.py): a User-Agent holding "bot" gets 204 before
+  anything is looked at (n8n's server does this on every path); a valid link fetched by a bot
+  isbot knows (a link preview, a crawler, a headless browser), by Microsoft's preview service
+  or with no User-Agent gets an empty 200, and the execution goes on waiting.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Request, Response, request
 
+from api.bots import ignored_click, says_bot
 from api.cors import cors_headers
 from api.errors import ApiError
 from api.launcher import LaunchError
@@ -43,7 +46,7 @@ bp = Blueprint("waiting_webhook", __name__)
 PATH = "/webhook-waiting/"
 
 _PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{tab}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body{{font-family:system-ui,sans-serif;background:#fbfcfe;margin:0}}
 .card{{margin:24px auto;max-width:28rem;padding:24px;background:#fff;border:1px solid #dbdfe7;
@@ -51,14 +54,24 @@ border-radius:8px;text-align:center}}h1{{font-size:20px;font-weight:400;color:#5
 p{{color:#7e8186}}</style></head>
 <body><div class="card"><h1>{title}</h1><p>{text}</p></div></body></html>
 """
-RECORDED = _PAGE.format(title="Got it, thanks", text="This page can be closed now")
-NO_ACTION = _PAGE.format(title="No action required", text="This request has already been answered")
+# n8n's ACTION_RECORDED_PAGE, without its web fonts and logo.
+RECORDED = _PAGE.format(
+    tab="Action recorded", title="Got it, thanks", text="This page can be closed now"
+)
+NO_ACTION = _PAGE.format(
+    tab="No action required",
+    title="No action required",
+    text="This request has already been answered",
+)
 
 
 @bp.route(f"{PATH}<execution_id>/<node_id>", methods=["GET"])
 def waiting_webhook(execution_id: str, node_id: str) -> Response:
     if request.method == "HEAD":  # a link checker's look at the page: it answers nothing
         return _page("", 200, {})
+    user_agent = request.headers.get("User-Agent")
+    if says_bot(user_agent):
+        return _page("", 204, {})
     rt = runtime()
     record = rt.executions.get(execution_id) if len(execution_id) <= 64 else None
     if record is None:
@@ -74,6 +87,8 @@ def waiting_webhook(execution_id: str, node_id: str) -> Response:
         raise ApiError(409, f'The execution "{execution_id}" is not waiting here.', headers)
     if not issued(state, request.args.to_dict()):
         raise ApiError(401, "This link is not valid (its signature does not match).", headers)
+    if ignored_click(user_agent):  # a preview's fetch is nobody's answer
+        return _page("", 200, headers)
     reply = {"json": {"data": {"approved": request.args.get("approved") == "true",
                                "respondedAt": _now_iso()}}}  # fmt: skip
     outcome, queued = rt.executions.reply(record, reply, queue=False)
@@ -93,6 +108,15 @@ def issued(state: dict[str, Any], query: dict[str, str]) -> bool:
         if hmac.compare_digest(known, signature):
             return bool(issued_query == query)
     return False
+
+
+def link_base(request: Request) -> str:
+    """The origin a client reached us by, with the scheme it used: behind a TLS proxy this
+    process sees http, and the proxy's X-Forwarded-Proto says https (believing it changes only
+    the links that client is given)."""
+    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    secure = request.is_secure or forwarded in ("https", "wss")
+    return f"{'https' if secure else 'http'}://{request.host}"
 
 
 def absolute_links(frame: str, base_url: str) -> str:

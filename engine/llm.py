@@ -10,6 +10,7 @@ A model that talks to a server is not built here: the engine does no I/O. Its no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -46,8 +47,22 @@ class ChatModel(Protocol):
         ...
 
 
+MAX_TOOL_NAME = 64  # OpenAI's limit on a function's name
+_NOT_IN_TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+def tool_name(node_name: str) -> str:
+    """The name a tool node gives its tool, as n8n's nodeNameToToolName makes it from the
+    node's name: runs of other characters become `_`, at most 64 characters, no `_` or `-`
+    left at the end of a cut name. The model calls the tool by it and memory keeps it."""
+    name = _NOT_IN_TOOL_NAME.sub("_", node_name)
+    if len(name) > MAX_TOOL_NAME:
+        name = name[:MAX_TOOL_NAME].rstrip("_-")
+    return name
+
+
 class Tool(Protocol):
-    name: str
+    name: str  # tool_name() of its node's name
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments
 

@@ -119,10 +119,12 @@ def _calls_tools(message: ChatMessage) -> bool:
 
 
 def _copy(message: ChatMessage, content: str | None = None) -> ChatMessage:
+    """A copy; with `content`, one of that text (a cut message keeps no content blocks)."""
     return ChatMessage(
         message.role,
         message.content if content is None else content,
         tool_calls=list(message.tool_calls),
         tool_call_id=message.tool_call_id,
         name=message.name,
+        blocks=message.blocks if content is None else None,
     )

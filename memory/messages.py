@@ -37,15 +37,19 @@ class ToolCall:
 @dataclass
 class ChatMessage:
     role: Role
-    content: str
+    content: str  # the text (of the blocks, when the content is a list of them)
     tool_calls: list[ToolCall] = field(default_factory=list)  # ai messages only
     tool_call_id: str | None = None  # tool messages only
     name: str | None = None  # tool messages: the tool's name
+    # LangChain's content as a list of blocks, kept as it was written: n8n's Agent 3.x writes
+    # a tool-calling AI message with `"content": []`, and reads and sends it back as that.
+    blocks: list[Any] | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         """The fields in the order @langchain/core 1.x writes them (checked against the JSON
         n8n 2.41.1 stores), so a stored message is byte for byte what n8n would write."""
-        kwargs: dict[str, Any] = {"content": self.content}
+        content = self.content if self.blocks is None else self.blocks
+        kwargs: dict[str, Any] = {"content": content}
         if self.role == "ai":
             kwargs["tool_calls"] = [c.to_dict() for c in self.tool_calls]
             kwargs["invalid_tool_calls"] = []
@@ -77,15 +81,19 @@ class ChatMessage:
             raise ValueError(f"unknown message type {role!r}")
         body = data.get("data") or {}
         content = body.get("content", "")
-        if not isinstance(content, str):
-            # LangChain allows a list of content blocks; keep the text parts.
+        blocks = None
+        if isinstance(content, list):
+            blocks = content
             content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+        elif not isinstance(content, str):
+            content = "" if content is None else str(content)
         return cls(
             role=role,
             content=content,
             tool_calls=[ToolCall.from_dict(c) for c in body.get("tool_calls") or []],
             tool_call_id=body.get("tool_call_id"),
             name=body.get("name"),
+            blocks=blocks,
         )
 
 
@@ -93,8 +101,10 @@ def human(content: str) -> ChatMessage:
     return ChatMessage("human", content)
 
 
-def ai(content: str, tool_calls: list[ToolCall] | None = None) -> ChatMessage:
-    return ChatMessage("ai", content, tool_calls=list(tool_calls or []))
+def ai(
+    content: str, tool_calls: list[ToolCall] | None = None, blocks: list[Any] | None = None
+) -> ChatMessage:
+    return ChatMessage("ai", content, tool_calls=list(tool_calls or []), blocks=blocks)
 
 
 def system(content: str) -> ChatMessage:

@@ -3,10 +3,10 @@ plain JSON body (no SDK: its typed request layers cost CPU and bought nothing th
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from core.jsontext import dumps
 from engine.llm import Tool
 from engine.model_settings import OpenAiSettings
 from memory.messages import ChatMessage
@@ -27,19 +27,23 @@ def request_body(
 
 
 def to_openai(message: ChatMessage) -> dict[str, Any]:
-    """One message in OpenAI's chat format."""
-    out: dict[str, Any] = {"role": ROLES[message.role], "content": message.content}
+    """One message in OpenAI's chat format, as LangChain's converter writes it for n8n: the
+    content as it is (`""`, or the list of blocks n8n's Agent 3.x gives a tool-calling message),
+    and a tool message's `name` when it has one (those read back from memory do)."""
+    content = message.content if message.blocks is None else message.blocks
+    out: dict[str, Any] = {"role": ROLES[message.role], "content": content}
     if message.role == "ai" and message.tool_calls:
-        out["content"] = message.content or None
         out["tool_calls"] = [
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                "function": {"name": c.name, "arguments": dumps(c.args)},
             }
             for c in message.tool_calls
         ]
     if message.role == "tool":
+        if message.name:
+            out["name"] = message.name
         out["tool_call_id"] = message.tool_call_id or ""
     return out
 

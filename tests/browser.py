@@ -26,3 +26,12 @@ def chromium_path() -> str:
     if not os.path.exists(path):
         pytest.fail(f"no Chromium at {path}: run scripts/ensure-chromium (make test does)")
     return path
+
+
+def person(browser) -> str:
+    """This Chromium's User-Agent as a person's, not a headless one: n8n (and we) ignore an
+    approval click from a bot, and HeadlessChrome is one to isbot (api/bots.py)."""
+    return (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        f"Chrome/{browser.version} Safari/537.36"
+    )

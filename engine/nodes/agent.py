@@ -1,21 +1,29 @@
 """AI Agent (`@n8n/n8n-nodes-langchain.agent`): a tool-calling loop over a chat model.
 
 For each input item: load the session's history from memory, ask the model with
-[system, *history, this turn's input], run the tools it calls and ask again, until it answers
+[system?, *history, this turn's input], run the tools it calls and ask again, until it answers
 with text or `maxIterations` is reached. While streaming, the answer's tokens leave as
 begin / item* / end chunks. The turn is saved to memory only once the answer is complete.
 Every model, tool and memory call is recorded as a run of that sub-node.
 
+As n8n 2.41.1 does, per typeVersion (checked on it: tests/fixtures/n8n_memory/):
+- a system message only when the workflow sets `options.systemMessage` (before 1.9, n8n's
+  "You are a helpful assistant" when it does not);
+- from 3, a tool call goes back to the model, and into memory, as n8n's Agent 3.x writes it
+  (memory/tool_turn.py: `content: []`, the call's id in its `args`, the tool's output items as
+  JSON); before 3, as LangChain's AgentExecutor sends it (the model's message, the tool's output
+  as it is) and memory keeps the turn's text only.
 The history is cut as n8n's loadMemory cuts it (memory/history.py): the memory's window,
-orphaned tool messages dropped, and with `options.maxTokensFromMemory` (n8n's option, which n8n
-hides from its form and we show) the newest messages that fit, counted with the model's
-tokenizer (engine/tokenizer.py). Two options of ours, off by default:
-- `keepToolCallsInMemory`: a turn with tool calls is saved as n8n's buildMessagesFromSteps
-  writes it (human, the AI message with `tool_calls`, one `tool` message per call, the answer),
-  so the next turns' model sees the earlier tool results; off, a turn is human + answer.
-- `streamToolCalls`: while streaming, each tool call also leaves as a `tool-call-start` chunk
-  (tool name, input) and a `tool-call-end` chunk (output or error, duration), the chunk types
-  n8n PR #36755 proposed; `@n8n/chat` ignores types it does not know.
+orphaned tool messages dropped, and with `options.maxTokensFromMemory` (which n8n reads from 3
+and hides from its form; we show it and read it in every version) the newest messages that fit,
+counted with the model's tokenizer (engine/tokenizer.py) or, with `options.tokenCount`
+`estimate`, n8n's estimate when it cannot download one.
+Two options of ours:
+- `keepToolCallsInMemory` (default: on from 3, off before, as n8n keeps them): off, a turn is
+  saved as its question and answer; on, with its tool calls in n8n 3.x's form.
+- `streamToolCalls`, off by default: while streaming, each tool call also leaves as a
+  `tool-call-start` chunk (tool name, input) and a `tool-call-end` chunk (output or error,
+  duration), the chunk types n8n PR #36755 proposed; `@n8n/chat` ignores types it does not know.
 """
 
 from __future__ import annotations
@@ -33,13 +41,17 @@ from engine.registry import register
 from engine.workflow import Node
 from memory.base import SessionMemory
 from memory.history import load_for_model
-from memory.messages import ChatMessage, ToolCall, ai, human, system, tool
+from memory.messages import ChatMessage, ToolCall, human, system, tool
+from memory.tool_turn import call_messages, saved_turn
 
 NO_PROMPT = (
     "No prompt specified: expected to find the prompt in an input field called 'chatInput' "
     "(this is what the Chat Trigger outputs). Set the prompt source to 'Define below' to "
     "give one explicitly."
 )
+DEFAULT_SYSTEM_MESSAGE = "You are a helpful assistant"  # n8n's, sent unasked before 1.9
+SYSTEM_MESSAGE_OPTIONAL_FROM = 1.9
+TOOL_TURNS_FROM = 3  # n8n's Agent 3.x runs tools through its engine and keeps them in memory
 
 
 @register
@@ -89,7 +101,9 @@ class Agent(NodeType):
                         "systemMessage",
                         "System Message",
                         "string",
-                        "You are a helpful assistant",
+                        DEFAULT_SYSTEM_MESSAGE,
+                        description="Sent before the conversation; without this option no "
+                        "system message is sent (from typeVersion 1.9, as in n8n)",
                         type_options={"rows": 6},
                     ),
                     Property(
@@ -111,12 +125,28 @@ class Agent(NodeType):
                         type_options={"minValue": 0},
                     ),
                     Property(
+                        "tokenCount",
+                        "Count Memory Tokens With",
+                        "options",
+                        "tokenizer",
+                        options=(
+                            Option("tokenizer", "The Model's Tokenizer"),
+                            Option(
+                                "estimate",
+                                "Estimate (Length / 4)",
+                                "What n8n counts when it cannot download the tokenizer",
+                            ),
+                        ),
+                        description="How Max Tokens From Memory counts a message (not in n8n)",
+                    ),
+                    Property(
                         "keepToolCallsInMemory",
                         "Keep Tool Calls in Memory",
                         "boolean",
-                        False,
+                        True,
                         description="Save a turn's tool calls and results in memory, so later "
-                        "turns see them (not in n8n)",
+                        "turns see them, as n8n's Agent 3.x does (default: on from typeVersion "
+                        "3, off before, as n8n; the switch is ours)",
                     ),
                     Property(
                         "streamToolCalls",
@@ -149,7 +179,8 @@ class _AgentTurn:
             supplied: Tool = ctx.supply(node, index)
             self.tools[supplied.name] = (node, supplied)
         self.model: ChatModel = ctx.supply(self.model_node, index)
-        self.steps: list[ChatMessage] = []  # this turn's tool calls and results, in order
+        self.v3 = ctx.node.type_version >= TOOL_TURNS_FROM
+        self.calls: list[tuple[ToolCall, str]] = []  # this turn's tool calls and their outputs
         self.stream_tools = False
 
     def run(self) -> Item:
@@ -157,7 +188,8 @@ class _AgentTurn:
         text = self._prompt()
         memory = self._memory()
         history = self._load_history(memory, text) if memory else []
-        messages = [system(self._system_message()), *history, human(text)]
+        instructions = self._system_message()
+        messages = [*([system(instructions)] if instructions else []), *history, human(text)]
         streaming = ctx.is_streaming() and bool(ctx.get_parameter("options.enableStreaming", True))
         self.stream_tools = streaming and self._option("streamToolCalls", False) is True
         if streaming:
@@ -185,9 +217,19 @@ class _AgentTurn:
             raise NodeExecutionError(NO_PROMPT, node=ctx.node.name, item_index=self.index)
         return value if isinstance(value, str) else str(value)
 
-    def _system_message(self) -> str:
-        value = self.ctx.get_parameter("options.systemMessage", "", self.index)
-        return "" if value is None else str(value)
+    def _given(self, name: str) -> bool:
+        """Whether the workflow sets option `name` (n8n reads an unset option as undefined,
+        not as the default its form would fill in)."""
+        options = self.ctx.node.parameters.get("options")
+        return isinstance(options, dict) and options.get(name) is not None
+
+    def _system_message(self) -> str | None:
+        """n8n's `options.systemMessage ?? (typeVersion < 1.9)`: an empty one sends none."""
+        if not self._given("systemMessage"):
+            old = self.ctx.node.type_version < SYSTEM_MESSAGE_OPTIONAL_FROM
+            return DEFAULT_SYSTEM_MESSAGE if old else None
+        value = self._option("systemMessage", "")
+        return str(value) if value else None
 
     def _max_iterations(self) -> int:
         try:
@@ -212,14 +254,17 @@ class _AgentTurn:
                 lambda: self._invoke(model, messages, tools, on_token),
                 lambda r: {"response": r.to_stored()["data"]},
             )
-            messages.append(reply)
             if not reply.tool_calls:
                 return reply.content
-            self.steps.append(reply)
+            if not self.v3:  # LangChain's AgentExecutor: the model's message, then the outputs
+                messages.append(reply)
             for call in reply.tool_calls:
-                result = tool(self._call_tool(call), call.id, call.name)
-                messages.append(result)
-                self.steps.append(result)
+                output = self._call_tool(call)
+                self.calls.append((call, output))
+                if self.v3:
+                    messages.extend(call_messages(call, output, named=False))
+                else:
+                    messages.append(tool(output, call.id))
         raise NodeExecutionError(
             "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
         )
@@ -310,7 +355,8 @@ class _AgentTurn:
         )
         max_tokens = self._max_tokens()
         model_name = getattr(self.model, "model_name", None)
-        count = tokenizer.counter(model_name) if max_tokens else tokenizer.estimate
+        by_tokenizer = max_tokens and self._option("tokenCount", "tokenizer") != "estimate"
+        count = tokenizer.counter(model_name) if by_tokenizer else tokenizer.estimate
         return load_for_model(window, max_tokens, count)
 
     def _max_tokens(self) -> int:
@@ -321,8 +367,11 @@ class _AgentTurn:
 
     def _save_turn(self, memory: tuple[Node, SessionMemory], text: str, output: str) -> None:
         node, session = memory
-        steps = self.steps if self._option("keepToolCallsInMemory", False) is True else []
-        turn = [human(text), *steps, ai(output)]
+        if self._given("keepToolCallsInMemory"):
+            keep = self._option("keepToolCallsInMemory", True) is True
+        else:
+            keep = self.v3
+        turn = saved_turn(text, self.calls if keep else [], output)
         self.ctx.run_sub(
             node,
             "ai_memory",

@@ -20,6 +20,31 @@ from engine.registry import register
 from engine.webhooks import WebhookSpec
 from engine.workflow import Node, Workflow
 
+# The form's start for Custom Chat Styling: n8n's default, cut to the @n8n/chat theme variables
+# the hosted page reads (api/static/chat/chat.css), with its one class rule. Only what the
+# workflow sets is applied: without the option, the page has no custom CSS (as in n8n).
+CUSTOM_CSS_TEMPLATE = """:root {
+  --chat--color--primary: #e74266;
+  --chat--color--secondary: #20b69e;
+  --chat--color-white: #fff;
+  --chat--color-light: #f2f4f8;
+  --chat--color-dark: #101330;
+  --chat--font-family: -apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, sans-serif;
+  --chat--header--background: var(--chat--color-dark);
+  --chat--header--color: var(--chat--color-light);
+  --chat--message--bot--background: var(--chat--color-white);
+  --chat--message--bot--color: var(--chat--color-dark);
+  --chat--message--user--background: var(--chat--color--secondary);
+  --chat--message--user--color: var(--chat--color-white);
+  --chat--body--background: var(--chat--color-light);
+  --chat--footer--background: var(--chat--color-light);
+}
+
+/* You can override any class styles, too. Right-click inspect in Chat UI to find class to override. */
+.chat-message {
+  max-width: 50%;
+}"""
+
 
 @register
 class ChatTrigger(NodeType):
@@ -136,6 +161,36 @@ class ChatTrigger(NodeType):
                         False,
                         display_options={"show": {"/authentication": ("n8nUserAuth",)}},
                     ),
+                    Property(
+                        "showWelcomeScreen",
+                        "Require Button Click to Start Chat",
+                        "boolean",
+                        False,
+                        description="Whether to show the welcome screen at the start of the chat",
+                        display_options={"show": {"/mode": ("hostedChat",)}},
+                    ),
+                    Property(
+                        "getStarted",
+                        "Start Conversation Button Text",
+                        "string",
+                        "New Conversation",
+                        placeholder="e.g. New Conversation",
+                        description="Shown as part of the welcome screen, in the middle of the "
+                        "chat window",
+                        display_options={
+                            "show": {"showWelcomeScreen": (True,), "/mode": ("hostedChat",)}
+                        },
+                    ),
+                    Property(
+                        "customCss",
+                        "Custom Chat Styling",
+                        "string",
+                        CUSTOM_CSS_TEMPLATE,
+                        description="Override default styling of the public chat interface "
+                        "with CSS",
+                        display_options={"show": {"/mode": ("hostedChat",)}},
+                        type_options={"rows": 10, "editor": "cssEditor"},
+                    ),
                 ),
             ),
         ),
@@ -160,6 +215,7 @@ class ChatSettings:
     """How a Chat Trigger behaves at its URL: what the api reads, decided here once."""
 
     params: dict[str, Any]  # every parameter over the defaults; `options` always a dict
+    given_options: dict[str, Any]  # the options the node sets, without defaults
     public: bool  # false: the production URL answers 404, as for an unknown path
     authentication: str  # none, basicAuth, n8nUserAuth
     hosted_page: bool  # GET serves the hosted chat page
@@ -169,6 +225,11 @@ class ChatSettings:
     @property
     def options(self) -> dict[str, Any]:
         return self.params["options"]
+
+    def given(self, name: str) -> Any:
+        """An option as the node sets it, None when it does not: n8n reads an option the
+        workflow leaves out as undefined, not as its form's default (Custom Chat Styling)."""
+        return self.given_options.get(name)
 
     @property
     def allowed_origins(self) -> list[str]:
@@ -200,8 +261,10 @@ def chat_settings(node: Node) -> ChatSettings:
     # nodes' messages reach the client over the chat WebSocket (api/chat_socket.py).
     mode = params["options"].get("responseMode") or "lastNode"
     public = bool(params.get("public"))
+    given = node.parameters.get("options")
     return ChatSettings(
         params=params,
+        given_options=dict(given) if isinstance(given, dict) else {},
         public=public,
         authentication=str(params.get("authentication") or "none"),
         hosted_page=public and params.get("mode", "hostedChat") == "hostedChat",

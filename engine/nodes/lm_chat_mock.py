@@ -2,7 +2,8 @@
 network (DESIGN section 7). It answers from the conversation:
 
 1. last message is a tool result        -> "Based on the tools: Calculator returned <result>."
-                                            (another tool than a calculator: its name)
+                                            (another tool than a calculator: its name;
+                                            n8n's `[{"response":"437"}]` read as 437)
 2. calculator connected + arithmetic     -> a tool call {"input": "19 * 23"}
 3. another tool connected and named      -> a tool call to it, its arguments the message's
    in the message ("ask HTTP_Request        `key=value` words ({"city": "Paris"})
@@ -16,6 +17,7 @@ Tokens are words with their trailing space; `delayPerTokenMs` waits between toke
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,11 +49,26 @@ def tokenize(text: str) -> list[str]:
     return re.findall(r"\S+\s*|\s+", text)
 
 
+def tool_result(content: str) -> str:
+    """A tool's output in the conversation: as it is, or (Agent 3.x) the `response` of the
+    tool node's output items, `[{"response":"437"}]`, as the model beside n8n reads it."""
+    try:
+        items = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(items, list) or not items:
+        return content
+    if all(isinstance(i, dict) and set(i) == {"response"} for i in items):
+        return ", ".join(str(i["response"]) for i in items)
+    return content
+
+
 def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
     last = messages[-1] if messages else ChatMessage("human", "")
     if last.role == "tool":
         other = last.name if last.name and "calculator" not in last.name.lower() else None
-        return ai(f"Based on the tools: {other or 'Calculator'} returned {last.content}.")
+        result = tool_result(last.content)
+        return ai(f"Based on the tools: {other or 'Calculator'} returned {result}.")
     users = [m.content for m in messages if m.role == "human"]
     text = users[-1] if users else ""
     calculator = next((t for t in tools if "calculator" in t.name.lower()), None)

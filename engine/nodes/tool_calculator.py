@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from engine.description import NodeDescription
+from engine.llm import tool_name
 from engine.node import NodeType, SupplyDataFunctions
 from engine.registry import register
 
@@ -246,7 +247,7 @@ def format_number(value: int | float) -> str:
 
 @dataclass
 class Calculator:
-    name: str = "calculator"
+    name: str = "Calculator"  # its node's, as in n8n (engine.llm.tool_name)
     description: str = (
         "Useful for getting the result of a math expression. The input to this tool should be "
         "a valid mathematical expression that could be executed by a simple calculator."
@@ -284,4 +285,4 @@ class ToolCalculator(NodeType):
     )
 
     def supply_data(self, ctx: SupplyDataFunctions, item_index: int) -> Calculator:
-        return Calculator()
+        return Calculator(name=tool_name(ctx.node.name))

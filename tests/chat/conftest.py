@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.browser import person
 from tests.chat.support import BASIC_CREDENTIAL, BASIC_PASSWORD, BASIC_USER
 from tests.e2e.deployment import Deployment
 
@@ -52,8 +53,9 @@ def console_errors():
 
 @pytest.fixture
 def page(browser, console_errors):
-    """A fresh browser context (its own storage) and page; no console error may happen on it."""
-    context = browser.new_context()
+    """A fresh browser context (its own storage) and page, a person's; no console error may
+    happen on it."""
+    context = browser.new_context(user_agent=person(browser))
     page = context.new_page()
     page.set_default_timeout(20_000)
     console_errors.watch(page)

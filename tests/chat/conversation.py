@@ -76,9 +76,10 @@ def next_frame(ws: ClientConnection, timeout: float = FRAME_TIMEOUT) -> str:
             ws.send("n8n|heartbeat-ack")
 
 
-def reply(ws: ClientConnection, session_id: str, text: str) -> None:
-    message = {"sessionId": session_id, "action": "sendMessage", "chatInput": text, "files": []}
-    ws.send(json.dumps(message))
+def reply(ws: ClientConnection, session_id: str, text: str, files: list | None = None) -> None:
+    """The frame @n8n/chat sends (`files`: [{name, type, data: a data URL}])."""
+    message = {"sessionId": session_id, "action": "sendMessage", "chatInput": text}
+    ws.send(json.dumps({**message, "files": files or []}))
 
 
 def error_message(frame: str) -> str:

@@ -50,7 +50,35 @@ def test_the_client_gets_the_question_replies_and_gets_the_answer_then_the_socke
             next_frame(ws)
     record = deploy.execution(execution_id)
     assert record["status"] == "success"
-    assert record["runData"]["Ask name"][0]["data"]["main"][0][0]["json"]["chatInput"] == "Ada"
+    # n8n's chat service: {sessionId, action, chatInput}, no `files` beside them.
+    assert record["runData"]["Ask name"][0]["data"]["main"][0][0] == {
+        "json": {"sessionId": session, "action": "sendMessage", "chatInput": "Ada"}
+    }
+
+
+def test_a_reply_s_files_reach_the_chat_node_as_binary_data(chat_deployment):
+    deploy = chat_deployment
+    workflow = deploy.activate(ask_name_workflow())
+    session = _session()
+    execution_id = start(deploy.base, workflow, session)
+    note = {"name": "note.txt", "type": "text/plain", "data": "data:text/plain;base64,aGk="}
+    with open_chat(deploy.base, session, execution_id) as ws:
+        assert next_frame(ws) == FIRST
+        reply(ws, session, "Ada", [note])
+        assert next_frame(ws) == "Nice to meet you, Ada!"
+    wait_until(lambda: deploy.execution(execution_id)["status"] == "success", 20, "the end")
+    item = deploy.execution(execution_id)["runData"]["Ask name"][0]["data"]["main"][0][0]
+    assert "files" not in item["json"]
+    assert item["binary"] == {
+        "data_0": {
+            "data": "aGk=",
+            "mimeType": "text/plain",
+            "fileName": "note.txt",
+            "fileExtension": "txt",
+            "fileSize": "2 B",
+            "fileType": "text",
+        }
+    }
 
 
 def test_a_waiting_execution_holds_no_worker_and_keeps_its_session_turn(chat_deployment):

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.chat.conversation import FIRST, ask_name_workflow
@@ -160,25 +161,27 @@ def test_three_messages_served_by_two_workers_end_with_the_name_and_survive_a_re
     assert len(ids) == 3  # restoring ran nothing
 
 
-def test_xss_attempts_in_title_initial_messages_and_chat_show_as_text(chat_deployment, page):
-    title = '<img src=x onerror="window.__xss_title=1">'
-    subtitle = "</script><script>window.__xss_subtitle=1</script>"
+def test_html_in_the_workflow_s_texts_is_stripped_and_in_the_chat_shows_as_text(
+    chat_deployment, page
+):
+    """As n8n's page: tags go from the title, subtitle, placeholder and initial messages (and
+    with a script or style tag, its content); a chat message is text, whatever it holds."""
+    title = '<b>Shop</b> <img src=x onerror="window.__xss_title=1">chat'
+    subtitle = "Ask us</script><script>window.__xss_subtitle=1</script>"
     placeholder = '"><img src=x onerror="window.__xss_placeholder=1">'
-    initial = "<b>bold?</b>\n</script><script>window.__xss_initial=1</script>\n\u2028<!--"
+    initial = (
+        "<b>bold?</b> &amp; more\n</script><script>window.__xss_initial=1</script>\n\u2028<!--"
+    )
     attack = "<img src=x onerror=window.__xss_message=1>"
     workflow = chat_workflow(
         {"title": title, "subtitle": subtitle, "inputPlaceholder": placeholder},
         initialMessages=initial,
     )
     open_chat(page, chat_url(chat_deployment.base, chat_deployment.activate(workflow)))
-    assert page.text_content("#chat-title") == title
-    assert page.text_content("#chat-subtitle") == subtitle
-    assert page.get_attribute("#chat-input", "placeholder") == placeholder
-    assert bubbles(page) == [
-        ("bot", "<b>bold?</b>"),
-        ("bot", "</script><script>window.__xss_initial=1</script>"),
-        ("bot", "<!--"),
-    ]
+    assert page.text_content("#chat-title") == "Shop chat"
+    assert page.text_content("#chat-subtitle") == "Ask us"
+    assert page.get_attribute("#chat-input", "placeholder") == '">'
+    assert bubbles(page) == [("bot", "bold? & more")]
     assert ask(page, attack) == f"You said: {attack}"
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
@@ -186,6 +189,67 @@ def test_xss_attempts_in_title_initial_messages_and_chat_show_as_text(chat_deplo
     assert page.locator("img, b, script:not([nonce]):not([type])").count() == 0
     flags = page.evaluate("Object.keys(window).filter(k => k.startsWith('__xss'))")
     assert flags == []
+
+
+def test_custom_css_restyles_the_page_as_it_restyles_n8n_s(chat_deployment, page):
+    """n8n's theme variables and its widget's class names reach our page; a `</style>` in the
+    CSS closes nothing, so no script of it runs."""
+    css = (
+        ":root { --chat--message--user--background: rgb(1, 2, 3); "
+        "--chat--header--background: rgb(4, 5, 6); }\n"
+        ".chat-message { max-width: 50%; }\n"
+        ".chat-message-from-bot { letter-spacing: 3px; }\n"
+        "</sty</stylele><script>window.__xss_css=1</script>"
+    )
+    workflow = chat_deployment.activate(chat_workflow({"customCss": css}))
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    ask(page, "hello")
+
+    def style(selector: str, name: str) -> str:
+        return page.eval_on_selector(selector, f"e => getComputedStyle(e).{name}")
+
+    assert style(f"{ITEMS}.user", "backgroundColor") == "rgb(1, 2, 3)"
+    assert style(".chat-header", "backgroundColor") == "rgb(4, 5, 6)"
+    assert style(f"{ITEMS}.bot", "letterSpacing") == "3px"
+    assert style(f"{ITEMS}.bot", "maxWidth") == "50%"
+    assert page.evaluate("Object.keys(window).filter(k => k.startsWith('__xss'))") == []
+    csp = httpx.get(chat_url(chat_deployment.base, workflow)).headers["content-security-policy"]
+    assert "font-src https: data:" in csp and re.search(r"script-src 'nonce-[^']+';", csp)
+
+
+def test_without_custom_css_the_page_keeps_its_own_look(chat_deployment, page):
+    workflow = chat_deployment.activate(chat_workflow())
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    ask(page, "hello")
+    user = page.eval_on_selector(f"{ITEMS}.user", "e => getComputedStyle(e).backgroundColor")
+    assert user == "rgb(232, 97, 60)"  # our accent, not n8n's theme (an option left out is unset)
+    csp = httpx.get(chat_url(chat_deployment.base, workflow)).headers["content-security-policy"]
+    assert "https:" not in csp
+
+
+def test_the_welcome_screen_comes_first_and_its_button_starts_a_new_chat(chat_deployment, page):
+    options = {"showWelcomeScreen": True, "getStarted": "Let's <b>go</b>"}
+    workflow = chat_deployment.activate(
+        chat_workflow({**options, "loadPreviousSession": "notSupported"})
+    )
+    open_chat(page, chat_url(chat_deployment.base, workflow))
+    key = f"mini-n8n-chat/{workflow['id']}/sessionId"
+    before = page.evaluate("k => localStorage.getItem(k)", key)
+    assert page.is_visible("#chat-welcome") and page.text_content("#chat-start") == "Let's go"
+    assert not page.is_visible("#chat-input") and not page.is_visible("#chat-messages")
+    page.click("#chat-start")
+    assert not page.is_visible("#chat-welcome") and page.is_visible("#chat-input")
+    assert bubbles(page) == [("bot", m) for m in INITIAL]
+    assert page.evaluate("k => localStorage.getItem(k)", key) != before  # a new session
+    assert ask(page, "What is 40 + 44?") == ANSWER_84
+
+
+def test_a_restored_session_skips_the_welcome_screen(chat_deployment, page):
+    """As in the widget: loading the previous session (the example's loadPreviousSession
+    "memory") makes it the current one."""
+    workflow = chat_workflow({"showWelcomeScreen": True})
+    open_chat(page, chat_url(chat_deployment.base, chat_deployment.activate(workflow)))
+    assert not page.is_visible("#chat-welcome") and page.is_visible("#chat-input")
 
 
 def test_a_failed_execution_shows_a_readable_error_line(chat_deployment, page):

@@ -29,7 +29,7 @@ def test_with_the_option_the_stream_carries_a_start_and_an_end_line_per_tool_cal
     assert reply.text() == ANSWER_84
     start, end = reply.chunks[1], reply.chunks[2]
     assert set(start) == set(end) == {"type", "metadata"}  # no content: nothing to show as text
-    common = {"nodeName": "AI Agent", "toolName": "calculator", "toolNode": "Calculator"}
+    common = {"nodeName": "AI Agent", "toolName": "Calculator", "toolNode": "Calculator"}
     assert start["metadata"] == {
         **start["metadata"],
         **common,

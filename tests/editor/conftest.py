@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.browser import person
 from tests.e2e.deployment import Deployment
 
 API_KEY = "editor+test/key=0123456789"  # "+" and "/" must survive the URL fragment
@@ -23,8 +24,11 @@ def deployment(redis_url):
 
 @pytest.fixture(scope="module")
 def editor_context(browser):
-    """The editor tests' browser context: its tabs share storage, as one user's tabs do."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    """The editor tests' browser context: its tabs share storage, as one user's tabs do (a
+    person's: an approval click from a headless browser is a bot's, ignored)."""
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 900}, user_agent=person(browser)
+    )
     try:
         yield context
     finally:

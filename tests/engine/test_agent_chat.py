@@ -6,6 +6,7 @@ import pytest
 
 from engine.executor import run_workflow
 from engine.hooks import Hooks
+from engine.llm import tool_name
 from engine.services import Services
 from engine.workflow import load_workflow
 from memory.window import InProcessMemory
@@ -118,3 +119,38 @@ def test_history_sits_between_system_message_and_this_turn(redis_services):
         ("ai", "Nice to meet you, Ada!"),
         ("human", "hello there"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("version", "options", "sent"),
+    [
+        (2.2, {}, None),  # n8n: `options.systemMessage ?? typeVersion < 1.9`
+        (3.1, {}, None),
+        (1.8, {}, "You are a helpful assistant"),  # n8n's default, sent unasked before 1.9
+        (1.8, {"systemMessage": ""}, None),  # an empty one sends none, in any version
+        (3.1, {"systemMessage": "={{ 'Be ' + 'brief.' }}"}, "Be brief."),
+    ],
+)
+def test_a_system_message_is_sent_only_when_the_workflow_sets_one(
+    redis_services, version, options, sent
+):
+    data = example(REDIS_CHAT)
+    agent = next(n for n in data["nodes"] if n["name"] == "AI Agent")
+    agent["typeVersion"], agent["parameters"]["options"] = version, options
+    run, _ = chat(load_workflow(data), redis_services, "hello", session=f"system-{version}")
+    request = run.run_data["Mock Chat Model"][0]["inputOverride"]["ai_languageModel"][0][0]
+    messages = [(m["type"], m["data"]["content"]) for m in request["json"]["messages"]]
+    assert messages == [*([("system", sent)] if sent else []), ("human", "hello")]
+
+
+@pytest.mark.parametrize(
+    ("node_name", "name"),
+    [
+        ("Calculator", "Calculator"),
+        ("My calc (v2)!", "My_calc_v2_"),  # n8n's nodeNameToToolName: runs become one `_`
+        ("Ünïcode 🧮 tool", "_n_code_tool"),
+        ("a" * 63 + " b", "a" * 63),  # cut at 64, no `_` left at the end
+    ],
+)
+def test_a_tool_is_named_after_its_node_as_n8n_names_it(node_name, name):
+    assert tool_name(node_name) == name

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from engine.nodes.lm_chat_mock import tool_result as _tool_result
+
 ARITHMETIC = re.compile(r"\(?-?\d+(?:\.\d+)?\)?(?:\s*[-+*/^%]\s*\(?-?\d+(?:\.\d+)?\)?)+")
 NAME_IS = re.compile(r"\bmy name is\s+([^\s.,!?;:]+)", re.IGNORECASE)
 ASKS_NAME = re.compile(r"\bwhat(?:'s| is) my name\b", re.IGNORECASE)
@@ -44,11 +46,15 @@ def tokenize(text: str) -> list[str]:
     return re.findall(r"\S+\s*|\s+", text)
 
 
+def tool_result(content: Any) -> str:
+    return _tool_result(content if isinstance(content, str) else json.dumps(content))
+
+
 def scripted_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[str, list]:
     """(text, tool calls as (name, arguments JSON)) the mock model would answer."""
     last = messages[-1] if messages else {"role": "user", "content": ""}
     if last.get("role") == "tool":
-        return f"Based on the tools: Calculator returned {last.get('content')}.", []
+        return f"Based on the tools: Calculator returned {tool_result(last.get('content'))}.", []
     users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
     text = users[-1] if users else ""
     names = [t.get("function", {}).get("name", "") for t in tools]

@@ -137,11 +137,13 @@ def test_a_list_written_by_n8n_is_read(memory, redis_client, keys):
     assert memory.load("s1", 1) == [human("Hi"), ai("How can I help?")]
 
 
-def test_content_blocks_are_read_as_text(memory, redis_client, keys):
-    block = {"type": "human", "data": {"content": [{"type": "text", "text": "Hi"}]}}
-    redis_client.lpush(keys.chat("s1"), json.dumps(block))
+def test_content_blocks_are_read_as_text_and_kept_as_blocks(memory, redis_client, keys):
+    blocks = [{"type": "text", "text": "Hi"}]
+    redis_client.lpush(keys.chat("s1"), json.dumps({"type": "human", "data": {"content": blocks}}))
 
-    assert memory.messages("s1") == [human("Hi")]
+    [message] = memory.messages("s1")
+    assert (message.role, message.content, message.blocks) == ("human", "Hi", blocks)
+    assert message.to_stored()["data"]["content"] == blocks  # written back as n8n wrote it
 
 
 def test_unreadable_elements_are_skipped(memory, redis_client, keys):

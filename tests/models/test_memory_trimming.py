@@ -1,7 +1,8 @@
 """maxTokensFromMemory through the real queue (gunicorn+gevent api, Celery worker, Redis): the
 request the fake OpenAI server receives holds only the newest history that fits, counted with
-the model's own tokenizer, starting on a user message; and with keepToolCallsInMemory the
-tool turn travels back to the model on later turns as n8n 2.41.1 sends it."""
+the model's own tokenizer (or by n8n's estimate, when asked), starting on a user message; and
+with keepToolCallsInMemory the tool turn travels back to the model on later turns as n8n 2.41.1
+sends it."""
 
 from __future__ import annotations
 
@@ -61,6 +62,16 @@ def test_a_long_history_is_trimmed_to_the_tokens_that_fit_starting_on_a_user_mes
     assert (call["id"], call["function"]["name"]) == ("call_19x23", "calculator")
 
 
+def test_counted_by_n8n_s_estimate_the_same_budget_keeps_the_whole_history(deploy, fake):
+    """Length / 4, what n8n counts when it cannot download the tokenizer: 50 tokens, which fit."""
+    options = {"maxTokensFromMemory": 50, "tokenCount": "estimate"}
+    workflow = deploy.activate(agent(openai_chat(), **options))
+    session = f"trim-{uuid.uuid4().hex[:8]}"
+    RedisMemory(deploy.redis, deploy.keys).add_turn(session, HISTORY)
+    stream_chat(chat_url(deploy.base, workflow), "hello", session)
+    assert len(sent_messages(fake)) == 1 + len(HISTORY) + 1
+
+
 def test_a_budget_inside_a_message_keeps_its_last_lines(deploy, fake):
     workflow = deploy.activate(agent(openai_chat(), maxTokensFromMemory=12))
     session = f"trim-{uuid.uuid4().hex[:8]}"
@@ -92,10 +103,10 @@ def test_a_kept_tool_turn_is_sent_back_to_the_model_on_the_next_turn(deploy, fak
     call_id = fake.requests[-1]["body"]["messages"][2]["tool_calls"][0]["id"]
     stream_chat(url, "my name is Ada", session)
     history = fake.requests[-1]["body"]["messages"][1:]
-    assert [(m["role"], m.get("content") or "") for m in history] == [
+    assert [(m["role"], m["content"]) for m in history] == [
         ("user", "What is 6 * 7?"),
-        ("assistant", ""),
-        ("tool", "42"),
+        ("assistant", []),
+        ("tool", '[{"response":"42"}]'),
         ("assistant", "Based on the tools: Calculator returned 42."),
         ("user", "my name is Ada"),
     ]

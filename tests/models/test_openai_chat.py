@@ -33,7 +33,7 @@ def test_calculator_conversation_streams_token_by_token_through_the_queue(deploy
     first = fake.requests[0]
     assert first["headers"]["authorization"] == f"Bearer {SECRET}"  # the credential's key is used
     assert first["body"]["model"] == "gpt-4.1-mini" and first["body"]["stream"] is True
-    assert first["body"]["tools"][0]["function"]["name"] == "calculator"
+    assert first["body"]["tools"][0]["function"]["name"] == "Calculator"  # its node's name
 
 
 def test_three_turn_conversation_is_remembered_in_redis(deploy, fake):

@@ -193,18 +193,18 @@ def test_sends_the_key_model_options_and_conversation_in_openai_format(fake):
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "19 * 23?"},
-        {
+        {  # as LangChain's converter writes it for n8n: "" kept, the arguments compact
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",
                     "type": "function",
-                    "function": {"name": "calculator", "arguments": '{"input": "19 * 23"}'},
+                    "function": {"name": "calculator", "arguments": '{"input":"19 * 23"}'},
                 }
             ],
         },
-        {"role": "tool", "content": "437", "tool_call_id": "call_1"},
+        {"role": "tool", "content": "437", "name": "calculator", "tool_call_id": "call_1"},
     ]
     assert body["tools"] == [
         {

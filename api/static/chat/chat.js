@@ -7,6 +7,9 @@
 // {"type":"with-buttons", text, buttons, blockUserInput}: its buttons GET their link, as the
 // widget's do. Tool-step lines (tool-call-start / tool-call-end, an option of the AI Agent) show
 // as one compact line per tool call above the answer.
+// With showWelcomeScreen, a start button comes first, as in the widget (not when the session is
+// restored). Bubbles carry the widget's classes too (chat-message, chat-message-from-bot/-user),
+// so a Chat Trigger's customCss applies to them.
 // Every string from the workflow or the conversation is put into the page as text, never as HTML.
 (() => {
   'use strict';
@@ -55,7 +58,8 @@
   // --- bubbles --------------------------------------------------------------------------------
   function bubble(role, text, state = 'done') {
     const li = document.createElement('li');
-    li.className = `message ${role}`;
+    const from = role === 'user' ? 'user' : 'bot';
+    li.className = `message ${role} chat-message chat-message-from-${from}`;
     li.dataset.state = state;
     const body = document.createElement('div');
     body.className = 'text';
@@ -77,6 +81,11 @@
   function startOver() {
     list.replaceChildren();
     for (const message of config.initialMessages) bubble('bot', message);
+  }
+
+  function welcome(shown) {
+    $('chat-welcome').hidden = !shown;
+    for (const part of [list, form, $('chat-new')]) part.hidden = shown;
   }
 
   // --- talking to the trigger -----------------------------------------------------------------
@@ -429,12 +438,20 @@
     input.focus();
   });
 
+  $('chat-start').addEventListener('click', () => {
+    sessionId = remember(newSessionId()); // as the widget's start: a new session
+    welcome(false);
+    startOver();
+    input.focus();
+  });
+
   files.addEventListener('change', showChosen);
 
   document.title = config.title || 'Chat';
   $('chat-title').textContent = config.title;
   $('chat-subtitle').textContent = config.subtitle;
   $('chat-new').textContent = config.newConversation;
+  $('chat-start').textContent = config.newConversation;
   input.placeholder = config.inputPlaceholder;
   if (config.allowFileUploads) {
     $('chat-attach').hidden = false;
@@ -442,9 +459,12 @@
       files.accept = config.allowedFilesMimeTypes;
     }
   }
-  startOver();
+  // The widget starts at its welcome screen unless it restored the previous session.
+  const welcoming = config.showWelcomeScreen && !config.loadPreviousSession;
+  if (welcoming) welcome(true);
+  else startOver();
   busy(restore).then(() => {
     document.body.dataset.ready = 'true';
-    input.focus();
+    (welcoming ? $('chat-start') : input).focus();
   });
 })();
