@@ -63,10 +63,21 @@ def tool_result(content: str) -> str:
     return content
 
 
+def _called(messages: list[ChatMessage], call_id: str | None) -> str | None:
+    """The tool a result answers, from the call that asked for it (n8n's Agent before 3 sends
+    tool results without their tool's name)."""
+    for message in reversed(messages):
+        for call in message.tool_calls or ():
+            if call.id == call_id:
+                return call.name
+    return None
+
+
 def answer(messages: list[ChatMessage], tools: list[Tool]) -> ChatMessage:
     last = messages[-1] if messages else ChatMessage("human", "")
     if last.role == "tool":
-        other = last.name if last.name and "calculator" not in last.name.lower() else None
+        name = last.name or _called(messages, last.tool_call_id)
+        other = name if name and "calculator" not in name.lower() else None
         result = tool_result(last.content)
         return ai(f"Based on the tools: {other or 'Calculator'} returned {result}.")
     users = [m.content for m in messages if m.role == "human"]
