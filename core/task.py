@@ -44,6 +44,9 @@ class TaskPayload:
     expired: bool = False
     # The items are stored beside the record (too large for the message): the worker reads them.
     items_stored: bool = False
+    # A resumed execution: how many numbered events its channel carried before it waited (its
+    # events are numbered on from there).
+    events: int = 0
 
     @property
     def resumes(self) -> bool:
@@ -72,6 +75,8 @@ class TaskPayload:
         if self.items_stored:
             message["itemsStored"] = True
             message["items"] = []
+        if self.events:
+            message["events"] = self.events
         return message
 
     @classmethod
@@ -92,6 +97,7 @@ class TaskPayload:
             reply=message.get("reply"),
             expired=bool(message.get("expired")),
             items_stored=bool(message.get("itemsStored")),
+            events=int(message.get("events") or 0),
         )
 
     @classmethod
@@ -99,18 +105,21 @@ class TaskPayload:
         cls, record: ExecutionRecord, saved: dict[str, Any], reply: dict[str, Any] | None
     ) -> TaskPayload:
         """The task that continues a waiting execution, from what its wait saved (the workflow
-        version it started with, its trigger, the editor listening): with the user's reply, or
-        with none when its time limit passed."""
+        version it started with, its trigger, the editor listening, whether it streams, how many
+        events it published): with the user's reply (or a resume URL's call), or with none when
+        its time came."""
         source = saved.get("source") or {}
         return cls(
             record=record,
             workflow_ref=source.get("workflowRef"),
             workflow=source.get("workflow"),
             start_node=saved.get("trigger"),
+            streaming=saved.get("streaming") is True,
             response_mode=record.response_mode,
             push_ref=saved.get("pushRef"),
             reply=reply,
             expired=reply is None,
+            events=int(saved.get("events") or 0),
         )
 
     def next_in_session(self, record: ExecutionRecord, message: dict[str, Any]) -> TaskPayload:

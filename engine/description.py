@@ -39,6 +39,8 @@ PropertyType = Literal[
     "fixedCollection",
     "resourceLocator",
     "json",
+    # n8n's resource mapper (a sub-workflow's inputs): {"mappingMode", "value": {...}, "schema"}
+    "resourceMapper",
 ]
 # The node creator's sections (n8n: Triggers; AI › Agents, Models, Memory, Tools; Core).
 Group = Literal["trigger", "agent", "model", "memory", "tool", "core"]
@@ -383,6 +385,8 @@ def _type_problem(prop: Property, value: Any) -> str | None:
     if kind == "boolean" and not isinstance(value, bool):
         return "must be true or false"
     if kind in ("collection", "fixedCollection") and not isinstance(value, dict):
+        return "must be an object"
+    if kind == "resourceMapper" and not isinstance(value, dict):
         return "must be an object"
     if kind == "resourceLocator" and not isinstance(value, str | dict):
         return "must be text or a resource locator"

@@ -29,6 +29,7 @@ from engine.expression_budget import Budget, Checkpoint, active, json_size
 from engine.expression_methods import FUNCTIONS, find_method
 from engine.expression_parser import parse_template
 from engine.expression_values import UNDEFINED, NodeRef
+from engine.from_ai import from_ai_value
 
 MAX_EXPRESSION_LENGTH = 10_000  # characters after the "="; real parameters are far shorter
 MAX_EVAL_DEPTH = 200  # tree depth the walker recurses into (a sum of many terms is a loop)
@@ -48,11 +49,16 @@ class ExpressionData:
     node_items: Callable[[str], list[dict] | None] = lambda name: None
     input_items: list[dict] = field(default_factory=list)  # $input: the current node's input
     execution_id: str | None = None  # $execution.id
+    # $execution as the engine builds it when read (id, mode, resumeUrl); None: {"id"} alone
+    execution: Callable[[], dict] | None = None
     workflow: dict = field(default_factory=dict)  # $workflow: {"id", "name", "active"}
     now: Callable[[], float | str] | None = None  # $now: epoch seconds or an ISO string
     # Called every few thousand steps: may raise an EngineError (the execution is over its CPU
     # time, or stopped), which ends the evaluation as it is, or let other work run meanwhile.
     checkpoint: Checkpoint | None = None
+    # A tool call's arguments, which `$fromAI('name')` reads (engine/from_ai.py); None outside
+    # a tool call, where `$fromAI` has nothing to read.
+    from_ai: dict | None = None
 
 
 def is_expression(value: Any) -> bool:
@@ -297,7 +303,7 @@ class _Evaluator:
             "$json": lambda: data.json,
             "$parameter": lambda: data.parameters,
             "$itemIndex": lambda: data.item_index,
-            "$execution": lambda: {"id": data.execution_id},
+            "$execution": lambda: data.execution() if data.execution else {"id": data.execution_id},
             "$workflow": lambda: data.workflow,
             "$input": lambda: NodeRef("$input", data.input_items, data.item_index),
             "$node": lambda: js.NODE_TABLE,
@@ -317,6 +323,8 @@ class _Evaluator:
             if not isinstance(node_name, str):
                 raise ExpressionError("$() takes a node name, e.g. $('Chat Trigger')")
             return NodeRef(node_name, self.run_items(node_name), self.data.item_index)
+        if name.lower() == "$fromai":  # n8n accepts $fromai too
+            return from_ai_value(self.data.from_ai, args)
         function = FUNCTIONS.get(name)
         if function is None:
             raise ExpressionError(f'unsupported function "{name}"')

@@ -21,6 +21,7 @@ from engine.description import Input, NodeDescription
 
 if TYPE_CHECKING:
     from engine.services import Services
+    from engine.sub_workflow import SubWorkflowRun
     from engine.webhooks import WebhookSpec
     from engine.workflow import Node, Workflow
 
@@ -57,6 +58,19 @@ class NodeFunctions(Protocol):
 
     def node_items(self, name: str) -> list[Item] | None:
         """Items of the named node's latest run (main output 0); None if it has not run."""
+
+    def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
+        """A sub-workflow: the stored one with `workflow_id`, or the workflow JSON `code`
+        (engine/sub_workflow.py); SubWorkflowError if it cannot be found or loaded."""
+
+    def execute_workflow(
+        self, workflow: Workflow, items: list[Item], last_run_only: bool = False
+    ) -> SubWorkflowRun:
+        """Run `workflow` inside this execution with `items` (n8n's executeWorkflow): what
+        its last node returned."""
+
+    def start_workflow(self, workflow: Workflow, items: list[Item]) -> str:
+        """Start `workflow` as an execution of its own, not waited for; its id."""
 
 
 class ExecuteFunctions(NodeFunctions, Protocol):
@@ -109,9 +123,17 @@ class ExecuteFunctions(NodeFunctions, Protocol):
 class SupplyDataFunctions(NodeFunctions, Protocol):
     """What a sub-node's `supply_data(ctx, item_index)` may use."""
 
+    @property
+    def input_items(self) -> list[Item]:
+        """The consuming node's input items (in a tool call: the call's one item)."""
+
     def get_parameter(self, path: str, default: Any = None, item_index: int | None = None) -> Any:
         """The parameter at dotted `path`, expressions resolved on the consuming node's item
         (`item_index` of supply_data unless given)."""
+
+    def tool_call(self, args: dict[str, Any]) -> SupplyDataFunctions:
+        """This context for one call of the tool the node supplies: its input item is the
+        call's arguments, which `$fromAI()` reads (n8n's cloneWith)."""
 
 
 class NodeType:

@@ -241,6 +241,7 @@ class ExecutionRunner:
         deadline = time.monotonic() + self.timeout_seconds
         try:
             resume = self.conversations.resume(payload, running)
+            self.conversations.continue_numbering(payload, running)
             if payload.items_stored:  # too large for the task's message (core/task.py)
                 payload.items = self._stored_items(running.id)
         except LookupError as err:
