@@ -24,7 +24,9 @@ def chat_trigger(response_mode: str = "streaming") -> dict:
 
 def called_trigger(*fields: tuple[str, str]) -> dict:
     """An Execute Workflow Trigger 1.1 declaring `fields` ((name, type), ...)."""
-    values = [{"name": name, **({"type": kind} if kind != "string" else {})} for name, kind in fields]
+    values = [
+        {"name": name, **({"type": kind} if kind != "string" else {})} for name, kind in fields
+    ]
     return node(CALLED, "n8n-nodes-base.executeWorkflowTrigger", 1.1,
                 {"workflowInputs": {"values": values}})  # fmt: skip
 
