@@ -10,7 +10,8 @@ and 1.1 as n8n 2.41.1 has them (1.1 waits 5 seconds by default, 1 one hour).
   gives it); `incomingAuthentication` none or basicAuth; `responseMode` onReceived, lastNode or
   responseNode answers the call (api/wait_webhook.py). `limitWaitTime` ends the wait without a
   call, the node's input going on, as in n8n.
-- "form" is not supported (refused when the workflow is saved), nor header or JWT auth.
+- "form" is not supported (refused when the workflow is saved), nor header or JWT auth (not
+  offered).
 
 Every wait holds no worker: the node raises WaitingForReply, the execution's state goes to Redis
 (`waiting`, with its deadline in `executions:waiting`), and whichever worker the sweep or the
@@ -259,13 +260,6 @@ class Wait(NodeType):
                 'Resume "On Form Submitted" is not supported (n8n forms are not served here)',
                 node=node.name,
             )
-        auth = params.get("incomingAuthentication")
-        if params.get("resume") == "webhook" and auth not in ("none", "basicAuth"):
-            raise WorkflowValidationError(
-                f'Authentication "{auth}" is not supported for the resume URL: use none or '
-                "basicAuth",
-                node=node.name,
-            )
 
     def execute(self, ctx: ExecuteFunctions) -> NodeOutput:
         resume = ctx.get_parameter("resume", "timeInterval")
@@ -306,12 +300,14 @@ def resume_webhook(node: Node) -> ResumeWebhook:
 
 
 def _interval(ctx: ExecuteFunctions, now_ms: float) -> float:
-    unit = ctx.get_parameter("unit", "hours")
+    # Each version has its defaults (1: 1 hour, 1.1: 5 seconds), which an export leaves out.
+    given, first = ctx.node.parameters, ctx.node.type_version < 1.1
+    unit = ctx.get_parameter("unit") if "unit" in given else ("hours" if first else "seconds")
     if unit not in UNIT_SECONDS:
         raise NodeExecutionError(
             "Invalid wait unit. Valid units are 'seconds', 'minutes', 'hours', or 'days'."
         )
-    amount = ctx.get_parameter("amount", 1)
+    amount = ctx.get_parameter("amount") if "amount" in given else (1 if first else 5)
     if isinstance(amount, bool) or not isinstance(amount, int | float) or not amount >= 0:
         raise NodeExecutionError("Invalid wait amount. Please enter a number that is 0 or greater.")
     return now_ms + amount * UNIT_SECONDS[unit] * 1000
