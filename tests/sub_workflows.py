@@ -45,10 +45,12 @@ def wait_seconds(name: str, amount: float) -> dict:
                 webhookId=str(uuid.uuid4()))  # fmt: skip
 
 
-def wait_for_call(name: str, method: str = "POST", **parameters: Any) -> dict:
+def wait_for_call(name: str, method: str = "POST", credentials: dict | None = None,
+                  **parameters: Any) -> dict:  # fmt: skip
+    extra = {"credentials": credentials} if credentials else {}
     return node(name, "n8n-nodes-base.wait", 1.1,
                 {"resume": "webhook", "httpMethod": method, "options": {}, **parameters},
-                webhookId=str(uuid.uuid4()))  # fmt: skip
+                webhookId=str(uuid.uuid4()), **extra)  # fmt: skip
 
 
 def agent(name: str = "AI Agent", **parameters: Any) -> dict:

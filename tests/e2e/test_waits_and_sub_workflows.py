@@ -4,6 +4,7 @@ resumes on whichever worker takes it; a sub-workflow runs inside its caller's ex
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
@@ -32,9 +33,17 @@ from tests.waiting import wait_until
 ALSO = "={{ $('When chat message received').item.json.chatInput }} again"
 
 
+USER, PASSWORD = "waiter", "s3cret-resume"
+
+
 @pytest.fixture(scope="module")
-def deploy(redis_url):
-    deployment = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1")
+def deploy(redis_url, tmp_path_factory):
+    credentials = tmp_path_factory.mktemp("credentials") / "credentials.json"
+    login = {"id": "resume-login", "name": "Resume login", "type": "httpBasicAuth",
+             "data": {"user": USER, "password": PASSWORD}}  # fmt: skip
+    credentials.write_text(json.dumps([login]))
+    deployment = Deployment(redis_url, MINI_N8N_KEEPALIVE_SECONDS="1",
+                            MINI_N8N_CREDENTIALS_FILE=str(credentials))  # fmt: skip
     try:
         deployment.base = deployment.start_api()
         # One slot: while an execution waits, the worker answers others only if it holds none.
@@ -152,3 +161,31 @@ def test_an_agent_calls_a_sub_workflow_as_its_tool_with_the_arguments_from_the_m
     call = record["runData"]["Calculator workflow"][0]
     assert call["inputOverride"]["ai_tool"][0][0]["json"] == {"input": "19 * 23"}
     assert call["data"]["ai_tool"][0][0]["json"] == {"response": told}
+
+
+def test_a_streaming_chat_ends_its_stream_when_a_long_wait_begins_and_the_call_gets_the_end(deploy):
+    """As n8n: a wait for a call (or of 65 s or more) ends the request that started it; the
+    call, with the node's basic auth, gets the execution's last node's item (lastNode)."""
+    wait = wait_for_call("Wait", incomingAuthentication="basicAuth", responseMode="lastNode",
+                         credentials={"httpBasicAuth": {"id": "resume-login", "name": "Resume login"}})  # fmt: skip
+    flow = deploy.activate(workflow(
+        "Stream, then wait for a call",
+        [chat_trigger("streaming"), agent("Before"), mock_model(),
+         set_node("Link", resumeUrl="={{ $execution.resumeUrl }}"), wait,
+         set_node("Answer", answer="={{ $json.body.answer }}")],
+        [CHAT, "Before", "Link", "Wait", "Answer"],
+        [(MOCK, "ai_languageModel", "Before")],
+    ))  # fmt: skip
+    reply = stream_chat(chat_url(deploy.base, flow), "hello", _session())
+    assert reply.types() == ["begin", *["item"] * len(tokenize("You said: hello")), "end"]
+    execution_id = reply.headers["x-execution-id"]
+    record = deploy.execution(execution_id)
+    assert record["status"] == "waiting"
+    resume_url = record["runData"]["Link"][0]["data"]["main"][0][0]["json"]["resumeUrl"]
+    body = {"answer": "forty-two"}
+    assert httpx.post(resume_url, json=body, timeout=10).status_code == 401
+    wrong = httpx.post(resume_url, json=body, auth=(USER, "nope"), timeout=10)
+    assert wrong.status_code == 403
+    called = httpx.post(resume_url, json=body, auth=(USER, PASSWORD), timeout=30)
+    assert (called.status_code, called.json()) == (200, {"answer": "forty-two"})
+    assert _finished(deploy, execution_id)["status"] == "success"
