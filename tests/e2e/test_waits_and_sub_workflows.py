@@ -189,3 +189,27 @@ def test_a_streaming_chat_ends_its_stream_when_a_long_wait_begins_and_the_call_g
     called = httpx.post(resume_url, json=body, auth=(USER, PASSWORD), timeout=30)
     assert (called.status_code, called.json()) == (200, {"answer": "forty-two"})
     assert _finished(deploy, execution_id)["status"] == "success"
+
+
+def test_a_sub_workflow_not_waited_for_runs_as_an_execution_of_its_own(deploy):
+    child = greeter()
+    deploy.workflows.save(child)
+    flow = deploy.activate(workflow(
+        "Start the greeter",
+        [chat_trigger("lastNode"),
+         execute_workflow("Execute Workflow", child["id"],
+                          {"name": "={{ $json.chatInput }}", "age": "={{ 1 }}"}, {"age": "number"},
+                          waitForSubWorkflow=False)],
+        [CHAT, "Execute Workflow"],
+    ))  # fmt: skip
+    answer = _ask(deploy, flow, "Bo")
+    assert answer.json()["chatInput"] == "Bo"  # its items go on at once
+
+    def started():
+        return deploy.redis.zrange(deploy.keys.workflow_executions(child["id"]), 0, -1)
+
+    (other_id,) = wait_until(started, 30, "the sub-workflow's execution to be recorded")
+    other = _finished(deploy, other_id)
+    assert (other["status"], other["mode"]) == ("success", "integrated")
+    greeted = other["runData"]["Greet"][0]["data"]["main"][0][0]["json"]
+    assert greeted == {"greeting": "Hello Bo, next year you are 2", "name": "Bo"}
