@@ -46,7 +46,7 @@ function field(prop, target, commit, path, scope) {
   const label = el("label", { class: "param-label", text: prop.displayName });
   if (prop.required) label.append(el("span", { class: "required", text: " *" }));
   const wrap = el("div", { class: `param type-${prop.type}`, "data-param": path }, label);
-  if (prop.type !== "collection" && prop.type !== "fixedCollection") {
+  if (!["collection", "fixedCollection", "resourceMapper"].includes(prop.type)) {
     const expr = isExpression(value);
     label.append(
       el("button", {
@@ -133,6 +133,7 @@ function control(prop, value, set, preview) {
     if (prop.typeOptions?.minValue !== undefined) input.min = String(prop.typeOptions.minValue);
     return [input];
   }
+  if (prop.type === "resourceMapper") return [mapper(value, set)];
   if (prop.type === "resourceLocator") {
     const input = el("input", {
       type: "text",
@@ -142,6 +143,26 @@ function control(prop, value, set, preview) {
     return [input];
   }
   return [text(prop, value, set)];
+}
+
+// A sub-workflow's inputs (n8n's resource mapper): its values as JSON, one per input, each a
+// value or an expression ("={{ $json.name }}"); the rest of the mapper is kept as it is.
+function mapper(value, set) {
+  const current = value && typeof value === "object" ? value : {};
+  const input = el("textarea", { rows: "4", class: "mapper" });
+  input.value = JSON.stringify(current.value || {}, null, 2);
+  input.addEventListener("change", (e) => {
+    let values;
+    try {
+      values = JSON.parse(e.target.value || "{}");
+    } catch (err) {
+      input.classList.add("error");
+      return;
+    }
+    input.classList.remove("error");
+    set({ mappingMode: "defineBelow", ...current, value: values });
+  });
+  return input;
 }
 
 function text(prop, value, set) {
