@@ -15,10 +15,12 @@ told to the model as `There was an error: "<message>"`, as n8n does, and the Age
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.jsontext import dumps
 from engine.description import NodeDescription, Option, Property
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.expression_values import json_stringify
@@ -126,6 +128,18 @@ class WorkflowTool:
             raise
         except NodeExecutionError as err:
             return f'There was an error: "{err.message}"'
+
+    def observation(self, output: str) -> str:
+        """What n8n's Agent 3.x tells the model of a call that answered `output`: the tool
+        node's output items as JSON, here the sub-workflow's items (`[{"result": ...}]`), where
+        a tool that answers text is told as `[{"response": <text>}]`."""
+        try:
+            told = json.loads(output)
+        except ValueError:
+            return dumps([{"response": output}])
+        if isinstance(told, list):
+            return dumps(told)
+        return dumps([told if isinstance(told, dict) else {"response": output}])
 
     def _run(self, query: Any) -> Any:
         """n8n's runFunction: the call's context has the item `{"query": <the arguments>}`, which

@@ -66,6 +66,8 @@ def test_the_models_arguments_reach_the_sub_workflow_and_its_items_come_back_as_
     tool = supplied_tool(agent_with_workflow_tool(child["id"]), child)
     told = tool.call({"input": "19 * 23", "id": "call_1"})
     assert told == '[\n  {\n    "result": "computed 19 * 23"\n  }\n]'  # 2.1+: every item's JSON
+    # What n8n's Agent 3.x sent its model for this call (recorded): the items, compact.
+    assert tool.observation(told) == '[{"result":"computed 19 * 23"}]'
 
 
 def test_a_2_0_tool_tells_the_first_items_json_and_a_tool_without_schema_takes_one_text():
