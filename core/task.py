@@ -47,6 +47,9 @@ class TaskPayload:
     # A resumed execution: how many numbered events its channel carried before it waited (its
     # events are numbered on from there).
     events: int = 0
+    # False for a run resumed after a Wait node, which left its session's line when it paused
+    # (worker/waiting.py): it runs without waiting for a turn in it.
+    in_line: bool = True
 
     @property
     def resumes(self) -> bool:
@@ -77,6 +80,8 @@ class TaskPayload:
             message["items"] = []
         if self.events:
             message["events"] = self.events
+        if not self.in_line:
+            message["inLine"] = False
         return message
 
     @classmethod
@@ -98,6 +103,7 @@ class TaskPayload:
             expired=bool(message.get("expired")),
             items_stored=bool(message.get("itemsStored")),
             events=int(message.get("events") or 0),
+            in_line=message.get("inLine") is not False,
         )
 
     @classmethod
@@ -120,6 +126,7 @@ class TaskPayload:
             reply=reply,
             expired=reply is None,
             events=int(saved.get("events") or 0),
+            in_line=saved.get("leftLine") is not True,
         )
 
     def next_in_session(self, record: ExecutionRecord, message: dict[str, Any]) -> TaskPayload:

@@ -72,6 +72,18 @@ class Conversations:
             data = {"executionId": execution_id, **message.numbered(n).to_json()}
             self.outbox.event(self.keys.push(payload.push_ref), "chatMessage", data)
 
+    def _line_left(
+        self, payload: TaskPayload, running: ExecutionRecord, wait_for: str
+    ) -> str | None:
+        """The session's line a Wait node's wait leaves, so that the session's next message runs
+        meanwhile, as in n8n (a wait may last hours, and the message would hold a worker slot
+        all along); None when it keeps its place: a Chat node's wait, whose session's messages
+        are its replies, and every wait of a conversation (responseNodes), whose messages are
+        its own. Resumed, it runs without waiting for a turn."""
+        if wait_for == "reply" or payload.response_mode == "responseNodes":
+            return None
+        return self.store.lines.key(running)
+
     def _published(self, execution_id: str) -> int:
         """How many numbered events the execution's channel carried, once everything it handed
         the outbox is out: the resumed run numbers its events on from there, so a stream that
@@ -118,6 +130,7 @@ class Conversations:
         wait."""
         state = run.waiting or {}
         wait_for = state.get("waitFor") or "reply"
+        line = self._line_left(payload, running, wait_for)
         waiting = running.next(
             status=Status.WAITING,
             waiting_since=now_ms(),
@@ -132,7 +145,8 @@ class Conversations:
         # it streams and how many events its channel carried (the resumed run numbers on).
         saved = dumps({"engine": state, "source": payload.source(), "trigger": payload.start_node,
                        "pushRef": payload.push_ref, "streaming": payload.streaming,
-                       "events": self._published(running.id)})  # fmt: skip
+                       "events": self._published(running.id),
+                       "leftLine": line is not None})  # fmt: skip
         attempt = secrets.token_hex(8)  # its retries get the answer its first try got
         outcome, reply = retrying(
             lambda: self.store.pause(running, waiting, saved, attempt, turns, wait_for == "reply"),
@@ -144,6 +158,8 @@ class Conversations:
             self._send(payload, running.id, held)
         if outcome in ("paused", "refused"):  # it left this worker: no numbering kept for it
             self.outbox.forget(self.keys.execution_events(running.id))
+        if outcome == "paused" and line is not None:
+            retrying(lambda: self.store.lines.leave(line, running.id), "the session's line", log)
         if outcome == "refused":
             log.warning("execution %s stopped being ours before it could wait", running.id)
         elif outcome == "paused" and payload.push_ref:

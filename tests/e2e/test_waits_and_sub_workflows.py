@@ -57,8 +57,8 @@ def _session() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
 
 
-def _ask(deploy, flow: dict, message: str) -> httpx.Response:
-    body = {"action": "sendMessage", "sessionId": _session(), "chatInput": message}
+def _ask(deploy, flow: dict, message: str, session: str | None = None) -> httpx.Response:
+    body = {"action": "sendMessage", "sessionId": session or _session(), "chatInput": message}
     return httpx.post(chat_url(deploy.base, flow), json=body, timeout=30)
 
 
@@ -107,7 +107,8 @@ def test_a_wait_for_a_call_holds_no_worker_and_goes_on_with_the_call_of_its_resu
          wait_for_call("Wait"), set_node("Answer", answer="={{ $json.body.answer }}")],
         [CHAT, "Link", "Wait", "Answer"],
     ))  # fmt: skip
-    first = _ask(deploy, flow, "start")
+    session = _session()
+    first = _ask(deploy, flow, "start", session)
     execution_id = first.headers["x-execution-id"]
     # As in n8n, the request is answered when the wait begins, with the Wait node's items.
     resume_url = first.json()["resumeUrl"]
@@ -117,6 +118,9 @@ def test_a_wait_for_a_call_holds_no_worker_and_goes_on_with_the_call_of_its_resu
     assert not deploy.redis.exists(deploy.keys.execution_lease(execution_id))
     other = _ask(deploy, _echo_chat(deploy), "meanwhile")  # the one slot is free
     assert other.json() == {"output": "You said: meanwhile"}
+    # The session's next message runs too (as in n8n): the wait left the session's line.
+    again_in_session = _ask(deploy, flow, "again", session)
+    assert again_in_session.json()["resumeUrl"] != resume_url
     unsigned = httpx.post(resume_url.split("?")[0], json={"answer": "no"}, timeout=10)
     assert (unsigned.status_code, unsigned.json()) == (401, {"error": "Invalid token"})
     assert httpx.get(resume_url, timeout=10).status_code == 404  # the node's method is POST
