@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,22 +45,44 @@ def run_file(
         chat_models=ModelClients(),  # streams read by threads: this process is not gevent's
         cpu_seconds=(settings or Settings.from_env()).execution_cpu_seconds,
     )
+    if services.redis is not None:  # an Execute Workflow node's sub-workflows, as stored there
+        services.workflows = _stored_workflows(services.redis, services.keys)
     hooks = Hooks().add_handler("sendChunk", write)
     # A Chat node's message, as a line of its own (the CLI has no chat to reply from).
     hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m.text}))
     run = run_workflow(
         workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
     )
+    while run.status == "waiting" and (run.waiting or {}).get("waitFor") == "time":
+        # A Wait node's time: this process waits it out, then goes on with the node's items.
+        time.sleep(max((run.waiting or {})["waitTill"] / 1000 - time.time(), 0))
+        resume = {"state": run.waiting, "reply": None, "expired": True}
+        run = run_workflow(workflow, [], hooks=hooks, services=services, mode="cli",
+                           streaming=True, resume=resume)  # fmt: skip
     if run.status == "waiting":
         node = (run.waiting or {}).get("node")
-        print(f'execution waiting: "{node}" waits for a chat reply, which `run` cannot give '
-              "(activate the workflow and chat with it)", file=sys.stderr)  # fmt: skip
+        print(f'execution waiting: "{node}" waits for a chat reply or a call, which `run` '
+              "cannot give (activate the workflow and chat with it)", file=sys.stderr)  # fmt: skip
         return 1
     if run.status != "success":
         print(f"execution {run.status}: {run.error}", file=sys.stderr)
         return 1
     write(run.first_json() or {})
     return 0
+
+
+def _stored_workflows(client, keys: Keys):
+    from core.workflow_store import WorkflowNotFound, WorkflowStore
+
+    store = WorkflowStore(client, keys, load_workflow)
+
+    def find(workflow_id: str):
+        try:
+            return store.load(workflow_id)[1]
+        except WorkflowNotFound:
+            raise LookupError(workflow_id) from None
+
+    return find
 
 
 def _credentials():
