@@ -195,6 +195,11 @@ class Launcher:
             return {"workflow": raw}
         return {"workflow_ref": self._snapshots.ref(raw)}
 
+    def open_stream(self, channel: str) -> Stream:
+        """A confirmed stream of an execution's channel (a resume call that waits for the
+        outcome); RelayError if this process relays it already."""
+        return self._open_stream(channel)
+
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":
             return self.relay.open_local(channel)

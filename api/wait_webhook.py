@@ -25,6 +25,7 @@ from flask import Response, jsonify, request
 from api.auth import check_webhook_auth
 from api.errors import ApiError
 from api.launcher import Launch, LaunchError
+from api.relay import RelayError
 from api.responses import Outcome, last_node_response, response_node_response
 from api.webhooks import webhook_item
 from core.execution_outcomes import Reply
@@ -35,7 +36,12 @@ from engine.errors import EngineError
 from engine.nodes.wait import ResumeWebhook, resume_webhook
 from engine.workflow import Node, load_workflow
 
-CORS = {"Access-Control-Allow-Origin": "*"}  # n8n's waiting webhooks allow any origin
+# n8n's waiting webhooks allow any origin (its applyCors), preflights included.
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, GET, OPTIONS",
+    "Access-Control-Allow-Headers": "Content-Type",
+}
 
 
 def resume(rt, execution_id: str, suffix: str) -> Response:
@@ -116,7 +122,11 @@ def _resume(rt, record: ExecutionRecord, saved: dict[str, Any], item: dict[str, 
     channel is subscribed when the answer waits for the outcome."""
     stream = None
     if spec.response_mode in ("lastNode", "responseNode"):
-        stream = rt.relay().subscribe(rt.keys.execution_events(record.id))
+        try:
+            stream = rt.launcher.open_stream(rt.keys.execution_events(record.id))
+        except RelayError:  # the request that started it has not been answered yet
+            raise ApiError(409, f'The execution "{record.id}" is still answering the request '
+                           "that started it; call again in a moment.", CORS) from None  # fmt: skip
         stream.next_seq = int(saved.get("events") or 0)  # the resumed run numbers on from there
     outcome, queued = rt.executions.reply(record, item, queue=False)
     if outcome != Reply.RESUMED or queued is None:  # another call (or its deadline) won

@@ -58,11 +58,13 @@ RECORDED = _PAGE.format(title="Got it, thanks", text="This page can be closed no
 NO_ACTION = _PAGE.format(title="No action required", text="This request has already been answered")
 
 
-@bp.route(f"{PATH}<execution_id>", methods=WEBHOOK_METHODS)
-@bp.route(f"{PATH}<execution_id>/<path:suffix>", methods=WEBHOOK_METHODS)
+@bp.route(f"{PATH}<execution_id>", methods=[*WEBHOOK_METHODS, "OPTIONS"])
+@bp.route(f"{PATH}<execution_id>/<path:suffix>", methods=[*WEBHOOK_METHODS, "OPTIONS"])
 def waiting_webhook(execution_id: str, suffix: str = "") -> Response:
     """An approval button's link (a GET naming the Chat node and `approved`), else a Wait
     node's resume URL (api/wait_webhook.py), as n8n tells them apart."""
+    if request.method == "OPTIONS":  # a browser's preflight of a resume call: n8n's CORS
+        return Response(status=204, headers=wait_webhook.CORS)
     if request.method == "GET" and suffix and "approved" in request.args:
         return _approval(execution_id, suffix)
     if request.method == "HEAD" and "approved" in request.args:

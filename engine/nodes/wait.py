@@ -245,6 +245,7 @@ class Wait(NodeType):
         subtitle="wait delay pause sleep resume webhook",
         version=1.1,
         versions=(1, 1.1),
+        webhook=True,  # n8n gives it a webhookId: the resume call's item names its URL
         credentials=(
             CredentialSlot(
                 "httpBasicAuth", True, {"show": {"incomingAuthentication": ("basicAuth",)}}
