@@ -9,8 +9,10 @@ import os
 import sys
 from functools import partial
 
+from mini_n8n import users_cli
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mini-n8n", description="n8n-style chat workflows in queue mode"
     )
@@ -46,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("chat", help="chat with a Chat Trigger URL from the terminal")
     p.add_argument("url")
     p.add_argument("--session", default=None)
+    users_cli.add_parser(sub)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     handler = {
         "up": _up,
         "api": _api,
@@ -59,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "deactivate": _deactivate,
         "sessions": _sessions,
         "chat": _chat,
+        "users": lambda args: users_cli.run(args, _store),
     }[args.command]
     try:
         return handler(args) or 0

@@ -78,3 +78,16 @@ def test_the_cluster_setting_needs_a_broker_of_its_own(monkeypatch):
     monkeypatch.setenv("CELERY_BROKER_URL", "amqp://guest:guest@rabbitmq//")
     settings = Settings.from_env()
     assert settings.redis_cluster and Keys.from_settings(settings).cluster
+
+
+def test_the_users_and_their_email_index_share_one_slot():
+    keys = Keys(cluster=True)
+    together = [keys.users(), keys.user("a"), keys.user("b")]
+    assert len({slot(k) for k in together}) == 1
+    assert keys.user("a") == "{u}:user:a" and Keys().user("a") == "user:a"
+
+
+@pytest.mark.parametrize("name", ["users", "user:a", "signin:session:x", "{u}:users"])
+def test_a_session_key_may_not_name_a_users_key(name):
+    with pytest.raises(ReservedKeyError):
+        Keys(memory_prefix="").chat(name)
