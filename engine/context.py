@@ -135,9 +135,6 @@ def plain_copy(value: Any) -> Any:
 
 
 class _NodeContext:
-    # A tool call's arguments (n8n's cloneWith): what `$fromAI()` reads; None outside a call.
-    from_ai: dict[str, Any] | None = None
-
     def __init__(self, execution: Execution, node: Node, input_items: list[Item]):
         self.execution = execution
         self.node = node
@@ -179,7 +176,6 @@ class _NodeContext:
             execution=self.execution.variable,
             workflow={"id": wf.id, "name": wf.name, "active": wf.active},
             checkpoint=self.execution.checkpoint,
-            from_ai=self.from_ai,
         )
 
     def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
@@ -328,13 +324,12 @@ class SupplyContext(_NodeContext):
         index = self.item_index if item_index is None else item_index
         return super().get_parameter(path, default, index)
 
-    def tool_call(self, args: dict[str, Any]) -> SupplyContext:
-        """This sub-node's context for one call of the tool it supplies (n8n's cloneWith): its
-        input is the call's arguments as one item, which `$fromAI()` reads."""
-        call = SupplyContext(self.parent, self.node, self.item_index)
-        call.input_items = [{"json": args}]
-        call.from_ai = args
-        return call
+    def tool_call(self, args: dict[str, Any]) -> ExecuteContext:
+        """A context to run this node as a main node on the model's arguments, as n8n runs a
+        node used as a tool: one input item holding them (so `$json` and `$fromAI()` read them),
+        its run counted among the node's runs."""
+        run_index = len(self.execution.run_data.get(self.node.name, []))
+        return ExecuteContext(self.execution, self.node, [{"json": args}], run_index)
 
 
 def error_json(err: BaseException, node_name: str | None = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ checkpoint runs every few thousand steps (an execution's CPU bound, other reques
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ from engine.expression_budget import Budget, Checkpoint, active, json_size
 from engine.expression_methods import FUNCTIONS, find_method
 from engine.expression_parser import parse_template
 from engine.expression_values import UNDEFINED, NodeRef
-from engine.from_ai import from_ai_value
 
+# n8n's names for $fromAI, its miscapitalized ones included.
+FROM_AI_NAMES = frozenset({"$fromAI", "$fromai", "$fromAi"})
+FROM_AI_KEY = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_EXPRESSION_LENGTH = 10_000  # characters after the "="; real parameters are far shorter
 MAX_EVAL_DEPTH = 200  # tree depth the walker recurses into (a sum of many terms is a loop)
 # Characters of an expression's result as JSON: twice the largest request body (16 MiB), so a
@@ -56,9 +59,6 @@ class ExpressionData:
     # Called every few thousand steps: may raise an EngineError (the execution is over its CPU
     # time, or stopped), which ends the evaluation as it is, or let other work run meanwhile.
     checkpoint: Checkpoint | None = None
-    # A tool call's arguments, which `$fromAI('name')` reads (engine/from_ai.py); None outside
-    # a tool call, where `$fromAI` has nothing to read.
-    from_ai: dict | None = None
 
 
 def is_expression(value: Any) -> bool:
@@ -323,13 +323,34 @@ class _Evaluator:
             if not isinstance(node_name, str):
                 raise ExpressionError("$() takes a node name, e.g. $('Chat Trigger')")
             return NodeRef(node_name, self.run_items(node_name), self.data.item_index)
-        if name.lower() == "$fromai":  # n8n accepts $fromai too
-            return from_ai_value(self.data.from_ai, args)
+        if name in FROM_AI_NAMES:
+            return self.from_ai(args)
         function = FUNCTIONS.get(name)
         if function is None:
             raise ExpressionError(f'unsupported function "{name}"')
         self.charge(sum(js.cost(a) for a in args))
         return self.sized(function(args))
+
+    def from_ai(self, args: list) -> Any:
+        """`$fromAI(key, description, type, default)`: the argument the model gave a node run as
+        its tool (engine/from_ai.py), read from the item it runs on (its `query` first, as
+        n8n's), else the default."""
+        key = args[0] if args else UNDEFINED
+        if not isinstance(key, str) or not key:
+            raise ExpressionError("Add a key, e.g. $fromAI('placeholder_name')")
+        if not FROM_AI_KEY.match(key):
+            raise ExpressionError(
+                "Invalid parameter key, must be between 1 and 64 characters long and only "
+                "contain lowercase letters, uppercase letters, numbers, underscores, and hyphens"
+            )
+        item = self.data.json if isinstance(self.data.json, dict) else {}
+        query = item.get("query")
+        for source in (query if isinstance(query, dict) else {}, item):
+            value = source.get(key)
+            if value is not None:
+                return value
+        default = args[3] if len(args) > 3 else UNDEFINED
+        return default
 
     def run_items(self, node_name: str) -> list[dict]:
         items = self.data.node_items(node_name)

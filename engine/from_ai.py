@@ -1,178 +1,111 @@
-"""n8n's `$fromAI()`: parameters of a tool node that the model fills in when it calls the tool.
+"""n8n's `$fromAI()`: a node used as an Agent's tool lets the model fill some of its parameters.
 
-`{{ $fromAI('city', 'the city to look up', 'string') }}` in a tool's parameters does two things,
-as in n8n 2.41.1 (n8n-workflow's from-ai-parse-utils and workflow-data-proxy):
-- before any call, the tool's parameters are scanned for such calls (`extract`, the text read as
-  n8n reads it, never evaluated) and each becomes one argument of the tool's schema, the JSON
-  schema the model is sent (`tool_schema`): its key, type (string, number, boolean or json),
-  description and default;
-- during a call, the expression evaluates to the argument the model gave (`from_ai_value`): the
-  call's `query.<key>`, else its `<key>`, else the default.
+A parameter such as `={{ $fromAI('city', 'The city to look up', 'string') }}` declares an
+argument of the tool: its key, what it means to the model, its type (string, number, boolean or
+json) and an optional default. The tool's JSON schema is every such call found in the node's
+parameters (n8n's traverseNodeParameters and generateZodSchema); when the model calls the tool,
+the node runs on one item holding the model's arguments, and `$fromAI(key)` reads them
+(engine/expressions.py). The scan is n8n's extractFromAICalls, character by character: quotes,
+escapes and nested parentheses as its parser reads them, and its messages when they go wrong.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import ExpressionError
-from engine.expression_values import UNDEFINED
+from engine.errors import WorkflowValidationError
 
 TYPES = ("string", "number", "boolean", "json")
-_KEY = re.compile(r"[a-zA-Z0-9_-]{0,64}")
+KEY = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _CALL = re.compile(r"\$fromAI\s*\(\s*", re.IGNORECASE)
-_QUOTES = ('"', "'", "`")
-# Keys JavaScript resolves to inherited members rather than the arguments (n8n refuses them).
-_UNSAFE_KEYS = {"__proto__", "constructor", "prototype"}
+_QUOTES = "\"'`"
+
+
+class FromAIError(ValueError):
+    """A `$fromAI()` call that cannot declare an argument (n8n's ParseError messages)."""
 
 
 @dataclass(frozen=True)
-class FromAiArgument:
+class FromAIArgument:
     key: str
     description: str | None = None
     type: str = "string"
-    default: Any = UNDEFINED  # UNDEFINED: none given
+    default: Any = None  # None: no default (the model must give it)
+
+    def schema(self) -> dict[str, Any]:
+        """The argument's JSON schema, as zod-to-json-schema writes n8n's zod schema."""
+        if self.type == "json":
+            schema: dict[str, Any] = {
+                "anyOf": [
+                    {"type": "object", "minProperties": 1, "additionalProperties": True},
+                    {"type": "array", "minItems": 1},
+                ]
+            }
+        else:
+            schema = {"type": self.type}
+        if self.description:
+            schema["description"] = self.description
+        if self.default is not None:
+            schema["default"] = self.default
+        return schema
 
 
-def from_ai_value(call_args: dict | None, args: list) -> Any:
-    """`$fromAI(key, description?, type?, default?)` inside a tool call with `call_args`."""
-    key = args[0] if args else UNDEFINED
-    if key is UNDEFINED or key in ("", None):
-        raise ExpressionError("Add a key, e.g. $fromAI('placeholder_name')")
-    if not isinstance(key, str) or not _KEY.fullmatch(key):
-        raise ExpressionError(
-            "Invalid parameter key, must be between 1 and 64 characters long and only contain "
-            "lowercase letters, uppercase letters, numbers, underscores, and hyphens"
-        )
-    if key in _UNSAFE_KEYS:
-        raise ExpressionError("Invalid parameter key")
-    if call_args is None:
-        raise ExpressionError("No execution data available")
-    default = args[3] if len(args) > 3 else UNDEFINED
-    query = call_args.get("query")
-    for found in (query.get(key) if isinstance(query, dict) else None, call_args.get(key)):
-        if found is not None:
-            return found
-    return default
-
-
-def extract(parameters: Any) -> list[FromAiArgument]:
-    """Every `$fromAI()` call in the parameters, one per key (the last one's arguments, at the
-    place its key was first seen), as n8n's extractFromAIParameters."""
-    found: dict[str, FromAiArgument] = {}
-    for text in _strings(parameters):
-        for argument in _calls(text):
-            found[argument.key] = argument
-    return list(found.values())
-
-
-def tool_schema(arguments: list[FromAiArgument]) -> dict[str, Any]:
-    """The JSON schema a tool with these arguments is sent to the model with, as LangChain
-    writes n8n's zod schema (every argument required unless it has a default)."""
-    properties = {a.key: _property(a) for a in arguments}
-    required = [a.key for a in arguments if a.default is UNDEFINED]
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    schema["additionalProperties"] = False
-    schema["$schema"] = "http://json-schema.org/draft-07/schema#"
-    return schema
-
-
-def _property(argument: FromAiArgument) -> dict[str, Any]:
-    if argument.type == "json":
-        prop: dict[str, Any] = {
-            "anyOf": [
-                {"type": "object", "minProperties": 1, "additionalProperties": True},
-                {"type": "array", "minItems": 1},
-            ]
-        }
-    else:
-        prop = {"type": argument.type}
-    if argument.description:
-        prop["description"] = argument.description
-    if argument.default is not UNDEFINED:
-        prop["default"] = argument.default
-    return prop
-
-
-def _strings(value: Any):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-
-
-def _calls(text: str) -> list[FromAiArgument]:
-    """n8n's extractFromAICalls: each call's argument text, read up to its closing parenthesis
-    (quotes and nested parentheses respected), then split into arguments."""
-    calls = []
+def calls_in(text: str) -> list[FromAIArgument]:
+    """The arguments every `$fromAI(...)` in `text` declares."""
+    found = []
     for match in _CALL.finditer(text):
-        inside = _argument_text(text, match.end())
-        if inside is None:
-            raise ExpressionError(
-                f"Unbalanced parentheses while parsing $fromAI call: {text[match.end() :]}"
-            )
-        calls.append(_argument(inside))
-    return calls
+        inside = _arguments_text(text, match.end())
+        try:
+            found.append(_parse_arguments(inside))
+        except FromAIError as err:
+            raise FromAIError(
+                f"Failed to parse $fromAI arguments: {inside}: Error: {err}"
+            ) from None
+    return found
 
 
-def _argument_text(text: str, start: int) -> str | None:
-    depth, quote, out, i = 1, "", [], start
-    while i < len(text) and depth > 0:
-        char = text[i]
+def _arguments_text(text: str, start: int) -> str:
+    """What is between the call's parentheses, or FromAIError when they do not close."""
+    out: list[str] = []
+    quote, depth, pos = "", 1, start
+    while pos < len(text) and depth > 0:
+        char = text[pos]
         if quote:
-            if char == "\\" and i + 1 < len(text):
-                out.append(text[i : i + 2])
-                i += 2
+            if char == "\\" and pos + 1 < len(text):
+                out.append(text[pos : pos + 2])
+                pos += 2
                 continue
             if char == quote:
                 quote = ""
+        elif char in _QUOTES:
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if depth > 0 or char != ")":
             out.append(char)
-        else:
-            if char in _QUOTES:
-                quote = char
-            elif char == "(":
-                depth += 1
-            elif char == ")":
-                depth -= 1
-            if depth > 0 or char != ")":
-                out.append(char)
-        i += 1
-    return "".join(out) if depth == 0 else None
-
-
-def _argument(inside: str) -> FromAiArgument:
-    parts = [_unquote(p) for p in _split(inside)]
-    kind = (parts[2] if len(parts) > 2 else "string").lower()
-    if kind not in TYPES:
-        raise ExpressionError(
-            f"Failed to parse $fromAI arguments: {inside}: Error: Invalid type: {parts[2]}"
-        )
-    default = _default(parts[3], kind) if len(parts) > 3 else UNDEFINED
-    return FromAiArgument(parts[0] if parts else "", parts[1] if len(parts) > 1 else None,
-                          kind, default)  # fmt: skip
+        pos += 1
+    if depth:
+        raise FromAIError(f"Unbalanced parentheses while parsing $fromAI call: {text[start:]}")
+    return "".join(out)
 
 
 def _split(inside: str) -> list[str]:
-    """Arguments split at commas outside quotes (n8n's parseArguments)."""
+    """The arguments, split at commas outside quotes (n8n's parseArguments)."""
     args, current, quote, escaped = [], "", "", False
     for char in inside:
         if escaped:
-            current, escaped = current + char, False
+            current += char
+            escaped = False
         elif char == "\\":
             escaped = True
         elif char in _QUOTES:
-            if not quote:
-                quote = char
-            elif char == quote:
-                quote = ""
+            quote = char if not quote else ("" if char == quote else quote)
             current += char
         elif char == "," and not quote:
             args.append(current.strip())
@@ -181,21 +114,34 @@ def _split(inside: str) -> list[str]:
             current += char
     if current:
         args.append(current.strip())
-    return args
+    return [_unquote(arg.strip()) for arg in args]
 
 
 def _unquote(arg: str) -> str:
-    text = arg.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in _QUOTES:
-        inner = text[1:-1]
-        for quote in ("'", "`", '"'):
-            inner = inner.replace("\\" + quote, quote)
-        return inner.replace("\\\\", "\\")
-    return text
+    if len(arg) >= 2 and arg[0] == arg[-1] and arg[0] in _QUOTES:
+        inner = arg[1:-1]
+        for escaped, plain in (("\\'", "'"), ("\\`", "`"), ('\\"', '"'), ("\\\\", "\\")):
+            inner = inner.replace(escaped, plain)
+        return inner
+    return arg
+
+
+def _parse_arguments(inside: str) -> FromAIArgument:
+    args = _split(inside)
+    raw_type = args[2] if len(args) > 2 else "string"
+    kind = raw_type.lower()
+    if kind not in TYPES:
+        raise FromAIError(f"Invalid type: {raw_type}")
+    return FromAIArgument(
+        key=args[0] if args else "",
+        description=args[1] if len(args) > 1 else None,
+        type=kind,
+        default=_default(args[3], kind) if len(args) > 3 else None,
+    )
 
 
 def _default(value: str, kind: str) -> Any:
-    """n8n's parseDefaultValue: the default's text as its type, else parsed as JSON if it can."""
+    """n8n's parseDefaultValue: the default keeps the argument's type where it can."""
     lower = value.lower()
     if kind == "string":
         return value
@@ -212,3 +158,55 @@ def _default(value: str, kind: str) -> Any:
         return json.loads(value)
     except ValueError:
         return value
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def arguments(parameters: dict[str, Any], node: str) -> list[FromAIArgument]:
+    """Each argument the node's parameters declare, once (n8n's getSchema): a key must be 1 to
+    64 letters, digits, `_` or `-`, and a key declared twice must agree on description and
+    type. WorkflowValidationError names the node otherwise."""
+    keyed: dict[str, FromAIArgument] = {}
+    for text in _strings(parameters):
+        try:
+            found = calls_in(text)
+        except FromAIError as err:
+            raise WorkflowValidationError(str(err), node=node) from None
+        for argument in found:
+            if not KEY.match(argument.key):
+                problem = (
+                    "You must specify a key when using $fromAI()"
+                    if not argument.key
+                    else f"Parameter key `{argument.key}` is invalid"
+                )
+                raise WorkflowValidationError(problem, node=node)
+            earlier = keyed.get(argument.key)
+            if earlier and (earlier.description, earlier.type) != (
+                argument.description,
+                argument.type,
+            ):
+                raise WorkflowValidationError(
+                    f"Duplicate key '{argument.key}' found with different description or type",
+                    node=node,
+                )
+            keyed[argument.key] = argument
+    return list(keyed.values())
+
+
+def schema(found: list[FromAIArgument]) -> dict[str, Any]:
+    """The tool's JSON schema: every argument, those without a default required."""
+    return {
+        "type": "object",
+        "properties": {a.key: a.schema() for a in found},
+        "required": [a.key for a in found if a.default is None],
+        "additionalProperties": False,
+    }

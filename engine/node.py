@@ -123,17 +123,13 @@ class ExecuteFunctions(NodeFunctions, Protocol):
 class SupplyDataFunctions(NodeFunctions, Protocol):
     """What a sub-node's `supply_data(ctx, item_index)` may use."""
 
-    @property
-    def input_items(self) -> list[Item]:
-        """The consuming node's input items (in a tool call: the call's one item)."""
-
     def get_parameter(self, path: str, default: Any = None, item_index: int | None = None) -> Any:
         """The parameter at dotted `path`, expressions resolved on the consuming node's item
         (`item_index` of supply_data unless given)."""
 
-    def tool_call(self, args: dict[str, Any]) -> SupplyDataFunctions:
-        """This context for one call of the tool the node supplies: its input item is the
-        call's arguments, which `$fromAI()` reads (n8n's cloneWith)."""
+    def tool_call(self, args: dict[str, Any]) -> ExecuteFunctions:
+        """A context to run this node's `execute` on a model's tool-call arguments: one input
+        item holding them (a main node used as an Agent's tool, engine/node_tool.py)."""
 
 
 class NodeType:

@@ -5,8 +5,8 @@ The tool is named `name` (2, 2.1) or, from 2.2, after the node (n8n's nodeNameTo
 run of characters other than letters, digits, `_` and `-` becomes `_`); the model reads its
 `description`. Its arguments, as n8n's WorkflowToolService builds them:
 - `workflowInputs` with a schema and `$fromAI('key', 'description', 'type')` in its values: one
-  argument per key (engine/from_ai.py), and the sub-workflow's item is the call's arguments with
-  the mapped values over them (engine/workflow_inputs.py);
+  argument per key (engine/from_ai.py), and the sub-workflow's item is `{"query": <the call's
+  arguments>}` with the mapped values over it (engine/workflow_inputs.py), as n8n's;
 - otherwise one text argument, `input`, and the item is `{"query": <that text>}`.
 The sub-workflow runs inside the Agent's execution (engine/sub_workflow.py); the model is told
 the first item's JSON of its last node (2) or every item's (2.1+), as JSON text. A failure is
@@ -21,22 +21,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.jsontext import dumps
+from engine import from_ai
 from engine.description import NodeDescription, Option, Property
 from engine.errors import ExecutionCanceled, NodeExecutionError
 from engine.expression_values import json_stringify
-from engine.from_ai import extract, tool_schema
-from engine.node import NodeType, SupplyDataFunctions
+from engine.node import ExecuteFunctions, NodeType, SupplyDataFunctions
 from engine.registry import register
 from engine.workflow import Workflow
 from engine.workflow_inputs import caller_items
 
 MAX_TOOL_NAME = 64
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 # What LangChain sends for a tool that takes one text (n8n's DynamicTool).
 TEXT_INPUT = {
     "type": "object",
     "properties": {"input": {"type": "string"}},
     "additionalProperties": False,
-    "$schema": "http://json-schema.org/draft-07/schema#",
+    "$schema": DRAFT_07,
 }
 NO_RESPONSE = 'There was an error: "The workflow did not return a response"'
 
@@ -157,7 +158,7 @@ class WorkflowTool:
         return first if self.all_items else first[0].get("json")
 
 
-def _workflow(ctx: SupplyDataFunctions) -> Workflow:
+def _workflow(ctx: ExecuteFunctions) -> Workflow:
     if ctx.get_parameter("source", "database") == "parameter":
         return ctx.load_workflow(code=ctx.get_parameter("workflowJson", ""))
     value: Any = ctx.get_parameter("workflowId", "")
@@ -200,12 +201,14 @@ class ToolWorkflow(NodeType):
         name = ctx.get_parameter("name", "") if node.type_version <= 2.1 else tool_name(node.name)
         mapper = node.parameters.get("workflowInputs")
         uses_schema = isinstance(mapper, dict) and bool(mapper.get("schema"))
-        arguments = extract(node.parameters) if uses_schema else []
+        arguments = from_ai.arguments(node.parameters, node.name) if uses_schema else []
+        # As LangChain writes n8n's zod schema for the model (recorded from n8n's requests).
+        schema = {**from_ai.schema(arguments), "$schema": DRAFT_07} if arguments else TEXT_INPUT
         return WorkflowTool(
             ctx=ctx,
             name=str(name),
             description=str(ctx.get_parameter("description", "") or ""),
-            parameters=tool_schema(arguments) if arguments else dict(TEXT_INPUT),
+            parameters=dict(schema),
             structured=bool(arguments),
             mapped=uses_schema,
             all_items=node.type_version > 2,

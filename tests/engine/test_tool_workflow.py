@@ -4,26 +4,16 @@ arguments through `$fromAI()`, and what the model is told back."""
 
 from __future__ import annotations
 
-import pytest
-
 from engine.context import ExecuteContext, Execution
-from engine.errors import ExpressionError
 from engine.executor import run_workflow
-from engine.expression_values import UNDEFINED
-from engine.from_ai import FromAiArgument, extract, from_ai_value, tool_schema
 from engine.hooks import Hooks
 from engine.services import Services
 from engine.workflow import load_workflow
 from tests.sub_workflows import (
     CALLED,
-    CHAT,
-    MOCK,
-    agent,
     agent_with_workflow_tool,
     calculator_child,
     called_trigger,
-    chat_trigger,
-    mock_model,
     node,
     set_node,
     workflow,
@@ -106,51 +96,3 @@ def test_an_agent_answers_with_what_its_workflow_tool_returned():
     assert result.first_json() == {"output": f"Based on the tools: Calculator returned {told}."}
     call = result.run_data["Calculator workflow"][0]
     assert call["inputOverride"]["ai_tool"][0][0]["json"] == {"input": "19 * 23"}
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("={{ $fromAI('city') }}", [FromAiArgument("city")]),
-        (
-            "={{ $fromAI(\"n\", 'how many, at most', 'number', 3) }}",
-            [FromAiArgument("n", "how many, at most", "number", 3)],
-        ),
-        (
-            "=Dear {{ $fromAI('name', 'who', 'string', 'you') }}, {{ $fromai('ok', '', 'Boolean') }}",
-            [FromAiArgument("name", "who", "string", "you"), FromAiArgument("ok", "", "boolean")],
-        ),
-        ("={{ $fromAI('data', 'an (object)', 'json') }}", [FromAiArgument("data", "an (object)", "json")]),
-    ],
-)  # fmt: skip
-def test_fromai_calls_are_read_from_the_parameters_as_n8n_reads_them(text, expected):
-    assert extract({"workflowInputs": {"value": {"a": text}}}) == expected
-
-
-def test_fromai_arguments_make_n8ns_schema_and_read_the_models_arguments():
-    schema = tool_schema([FromAiArgument("n", None, "number", 3), FromAiArgument("d", "x", "json")])
-    assert schema["properties"] == {
-        "n": {"type": "number", "default": 3},
-        "d": {"anyOf": [{"type": "object", "minProperties": 1, "additionalProperties": True},
-                        {"type": "array", "minItems": 1}], "description": "x"},
-    }  # fmt: skip
-    assert schema["required"] == ["d"]
-    call = {"query": {"city": "Oslo"}}
-    assert from_ai_value(call, ["city"]) == "Oslo"
-    assert from_ai_value(call, ["country", "", "string", "Norway"]) == "Norway"
-    assert from_ai_value(call, ["zip"]) is UNDEFINED
-    for bad, message in ((None, "Add a key"), ("no spaces", "Invalid parameter key"),
-                         ("constructor", "Invalid parameter key")):  # fmt: skip
-        with pytest.raises(ExpressionError, match=message):
-            from_ai_value(call, [bad] if bad else [])
-    with pytest.raises(ExpressionError, match="No execution data available"):
-        from_ai_value(None, ["city"])
-
-
-def test_fromai_outside_a_tool_call_fails_the_node_naming_the_expression():
-    flow = workflow("No tool", [chat_trigger(), set_node("Set", x="={{ $fromAI('x') }}"),
-                                agent(), mock_model()], [CHAT, "Set"],
-                    [(MOCK, "ai_languageModel", "AI Agent")])  # fmt: skip
-    result = run_workflow(load_workflow(flow), [QUESTION])
-    assert (result.status, result.error_node) == ("error", "Set")
-    assert "No execution data available" in result.error
