@@ -37,10 +37,10 @@ PropertyType = Literal[
     "options",
     "collection",
     "fixedCollection",
-    "resourceLocator",
-    "json",
     # n8n's resource mapper (a sub-workflow's inputs): {"mappingMode", "value": {...}, "schema"}
     "resourceMapper",
+    "resourceLocator",
+    "json",
 ]
 # The node creator's sections (n8n: Triggers; AI › Agents, Models, Memory, Tools; Core).
 Group = Literal["trigger", "agent", "model", "memory", "tool", "core"]

@@ -107,14 +107,14 @@ def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) ->
         "runIndex": len(execution.run_data.get(node.name, [])) - 1,
         "items": items,
         "waitTill": wait.wait_till_ms,
-        "waitFor": wait.wait_for,  # what else ends it: "reply", "webhook" or "time"
-        "resumeToken": execution.resume_token,  # $execution.resumeUrl's signature, if it was made
         "stack": [[n.name, frame_items, parent] for n, frame_items, parent in stack],
         "runData": execution.run_data,
         "executionIndex": execution.execution_index,
         "startedAt": run.started_at,
         # signature -> query of each link that may end this wait (ExecuteContext.resume_url)
         "resumeLinks": execution.resume_links,
+        "waitFor": wait.wait_for,  # what else ends it: "reply", "webhook" or "time"
+        "resumeToken": execution.resume_token,  # $execution.resumeUrl's signature, if it was made
     }
 
 

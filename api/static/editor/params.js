@@ -46,7 +46,7 @@ function field(prop, target, commit, path, scope) {
   const label = el("label", { class: "param-label", text: prop.displayName });
   if (prop.required) label.append(el("span", { class: "required", text: " *" }));
   const wrap = el("div", { class: `param type-${prop.type}`, "data-param": path }, label);
-  if (!["collection", "fixedCollection", "resourceMapper"].includes(prop.type)) {
+  if (prop.type !== "collection" && prop.type !== "fixedCollection") {
     const expr = isExpression(value);
     label.append(
       el("button", {
@@ -59,6 +59,8 @@ function field(prop, target, commit, path, scope) {
       }),
     );
   }
+  // A resource mapper holds its expressions inside its values: no expression toggle of its own.
+  if (prop.type === "resourceMapper") label.querySelector(".expr-toggle")?.remove();
   if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, scope));
   else if (prop.type === "fixedCollection") {
     wrap.append(fixedCollection(prop, target, commit, path, scope));
