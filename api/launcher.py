@@ -196,8 +196,7 @@ class Launcher:
         return {"workflow_ref": self._snapshots.ref(raw)}
 
     def open_stream(self, channel: str) -> Stream:
-        """A confirmed stream of an execution's channel (a resume call that waits for the
-        outcome); RelayError if this process relays it already."""
+        """A confirmed stream of `channel` (an execution's events), as a launch opens one."""
         return self._open_stream(channel)
 
     def _open_stream(self, channel: str) -> Stream:

@@ -45,6 +45,19 @@ class NodeFunctions(Protocol):
     @property
     def services(self) -> Services: ...
 
+    def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
+        """A sub-workflow: the stored one with `workflow_id`, or the workflow JSON `code`
+        (engine/sub_workflow.py); SubWorkflowError if it cannot be found or loaded."""
+
+    def execute_workflow(
+        self, workflow: Workflow, items: list[Item], last_run_only: bool = False
+    ) -> SubWorkflowRun:
+        """Run `workflow` inside this execution with `items` (n8n's executeWorkflow): what
+        its last node returned."""
+
+    def start_workflow(self, workflow: Workflow, items: list[Item]) -> str:
+        """Start `workflow` as an execution of its own, not waited for; its id."""
+
     @property
     def cancel(self) -> threading.Event:
         """Set when the execution is stopped; long calls poll it."""
@@ -58,19 +71,6 @@ class NodeFunctions(Protocol):
 
     def node_items(self, name: str) -> list[Item] | None:
         """Items of the named node's latest run (main output 0); None if it has not run."""
-
-    def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
-        """A sub-workflow: the stored one with `workflow_id`, or the workflow JSON `code`
-        (engine/sub_workflow.py); SubWorkflowError if it cannot be found or loaded."""
-
-    def execute_workflow(
-        self, workflow: Workflow, items: list[Item], last_run_only: bool = False
-    ) -> SubWorkflowRun:
-        """Run `workflow` inside this execution with `items` (n8n's executeWorkflow): what
-        its last node returned."""
-
-    def start_workflow(self, workflow: Workflow, items: list[Item]) -> str:
-        """Start `workflow` as an execution of its own, not waited for; its id."""
 
 
 class ExecuteFunctions(NodeFunctions, Protocol):

@@ -20,8 +20,6 @@ from memory.journal import Journal
 if TYPE_CHECKING:
     from redis import Redis
 
-    from engine.workflow import Workflow
-
 
 def let_others_run() -> None:
     """A moment for other threads (a gevent runner lends its own: runtime/timers.py)."""
@@ -64,8 +62,8 @@ class Services:
     webhook_url: str = "http://localhost:5678/"
     # The stored workflow with this id, loaded (an Execute Workflow node's sub-workflow);
     # LookupError when there is none. None: such a node fails with a message saying so.
-    workflows: Callable[[str], Workflow] | None = None
+    workflows: Callable[[str], Any] | None = None  # an engine.workflow.Workflow
     # Starts a workflow as an execution of its own, on any worker, and answers its id
     # (an Execute Workflow node that does not wait for its sub-workflow): (workflow, the trigger
     # to start from, its items, the caller's execution id). None: such a node fails.
-    start_workflow: Callable[[Workflow, str, list[dict[str, Any]], str], str] | None = None
+    start_workflow: Callable[[Any, str, list[dict[str, Any]], str], str] | None = None
