@@ -109,7 +109,7 @@ def deliver(rt, record: ExecutionRecord, session_id: str, body: dict[str, Any]) 
             "files": body.get("files") or [],
         }
     }
-    outcome, queued = rt.executions.reply(record, reply, chat=True)
+    outcome, queued = rt.executions.reply(record, reply)
     if outcome == Reply.QUEUED:
         return
     if outcome == Reply.ENDED or queued is None:

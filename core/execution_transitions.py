@@ -167,18 +167,17 @@ class ExecutionTransitions(ExecutionQueries):
         return self.end(EndRequest(record, failed, frozenset({Status.NEW}), result)).written
 
     def reply(
-        self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True,
-        chat: bool = False,
-    ) -> tuple[Reply, ExecutionRecord | None]:  # fmt: skip
+        self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True
+    ) -> tuple[Reply, ExecutionRecord | None]:
         """Hand a chat message to an unfinished execution of its session: queued as its next
-        reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue).
-        Without `queue`, only a waiting execution takes it (an approval button's click, a Wait
-        node's resume URL, a deadline). A `chat` message resumes only a wait for a reply (a
-        Chat node's); one for another wait (a Wait node's) is queued for the next Chat node."""
+        reply, or, when it waits for a reply (a Chat node), the reply it resumes with (then the
+        `new` record to enqueue); a Wait node's wait it leaves alone, queued for the next Chat
+        node. Without `queue`, only a waiting execution takes it, whatever it waits for: an
+        approval button's click, a Wait node's resume URL, a deadline."""
         while True:
             queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None,
                                  wait_for=None)  # fmt: skip
-            resumes = not chat or record.wait_for in (None, "reply")
+            resumes = not queue or record.wait_for in (None, "reply")
             call = self._reply_call(record, queued, reply, queue, resumes)
             outcome = self._reply(keys=call.keys(), args=call.args())
             if outcome == "stale":  # it waited again meanwhile (a later Chat node)

@@ -182,9 +182,8 @@ class ReferenceStore:
         indexed[record.id] = None
 
     def reply(
-        self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True,
-        chat: bool = False,
-    ) -> tuple[Reply, ExecutionRecord | None]:  # fmt: skip
+        self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True
+    ) -> tuple[Reply, ExecutionRecord | None]:
         execution_id = record.id
         while True:
             status, rev, _ = self._header(execution_id)
@@ -198,7 +197,7 @@ class ReferenceStore:
             if rev == record.rev:
                 break
             record = self.get(execution_id)  # type: ignore[assignment]  # it waited again
-        if chat and record.wait_for not in (None, "reply"):  # a Wait node's: for a later Chat node
+        if queue and record.wait_for not in (None, "reply"):  # a Wait node's: for a Chat node
             self.replies.setdefault(execution_id, []).append(dumps(reply))
             return Reply.QUEUED, None
         queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None, wait_for=None)
