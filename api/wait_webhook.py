@@ -20,22 +20,28 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from flask import Response, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
 from api.auth import check_webhook_auth
 from api.errors import ApiError
 from api.launcher import Launch, LaunchError
 from api.relay import RelayError
 from api.responses import Outcome, last_node_response, response_node_response
+from api.runtime import runtime
 from api.webhooks import webhook_item
 from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
 from core.waiting import WaitingStore
 from core.workflow_snapshots import WorkflowSnapshots
+from core.workflow_store import WEBHOOK_METHODS
 from engine.errors import EngineError
 from engine.nodes.wait import ResumeWebhook, resume_webhook
 from engine.workflow import Node, load_workflow
 
+bp = Blueprint("wait_webhook", __name__)
+
+PATH = "/webhook-waiting/"
+CALL_METHODS = [m for m in WEBHOOK_METHODS if m not in ("GET", "HEAD")]
 # n8n's waiting webhooks allow any origin (its applyCors), preflights included.
 CORS = {
     "Access-Control-Allow-Origin": "*",
@@ -44,7 +50,19 @@ CORS = {
 }
 
 
+# A GET of `<id>/<suffix>` reaches api/waiting_webhook.py's approval links first, which hand
+# it here when it is no approval.
+@bp.route(f"{PATH}<execution_id>", methods=[*WEBHOOK_METHODS, "OPTIONS"])
+@bp.route(f"{PATH}<execution_id>/<path:suffix>", methods=[*CALL_METHODS, "OPTIONS"])
+def resume_call(execution_id: str, suffix: str = "") -> Response:
+    if request.method == "OPTIONS":  # a browser's preflight: n8n's CORS
+        return Response(status=204, headers=CORS)
+    return resume(runtime(), execution_id, suffix)
+
+
 def resume(rt, execution_id: str, suffix: str) -> Response:
+    if request.method == "HEAD":  # a link checker's look: it resumes nothing
+        return Response(status=200, headers=CORS)
     record = rt.executions.get(execution_id) if len(execution_id) <= 64 else None
     if record is None:
         raise ApiError(404, f'The execution "{execution_id}" does not exist.')
@@ -59,8 +77,7 @@ def resume(rt, execution_id: str, suffix: str) -> Response:
         raise _no_such_webhook(execution_id)
     node = _waiting_node(rt, saved, state)
     spec = resume_webhook(node)
-    method = "GET" if request.method == "HEAD" else request.method
-    if method != spec.method or suffix.strip("/") != spec.suffix:
+    if request.method != spec.method or suffix.strip("/") != spec.suffix:
         raise _no_such_webhook(execution_id)
     check_webhook_auth(rt, node, "basicAuth" if spec.basic_auth else "none", request)
     item = {"json": _item(node)}

@@ -1,9 +1,8 @@
-"""`/webhook-waiting/…`, n8n's waiting webhooks: a Wait node's resume URL (api/wait_webhook.py)
-and the links of a Chat node's approval buttons, answered here: `GET /webhook-waiting/
-<executionId>/<nodeId>?approved=true|false&signature=…`, n8n's send-and-wait webhook. `@n8n/chat`
-renders a frame `{"type": "with-buttons", …}` as buttons and, on a click, GETs the button's
-`link`; that resumes the waiting execution with `{"data": {"approved", "respondedAt"}}`, the
-node's output as in n8n.
+"""The links of a Chat node's approval buttons: `GET /webhook-waiting/<executionId>/<nodeId>
+?approved=true|false&signature=…`, n8n's send-and-wait webhook (a Wait node's resume URL, the
+same path without `approved`, is api/wait_webhook.py's). `@n8n/chat` renders a frame
+`{"type": "with-buttons", …}` as buttons and, on a click, GETs the button's `link`; that resumes
+the waiting execution with `{"data": {"approved", "respondedAt"}}`, the node's output as in n8n.
 
 - The engine writes each link as a path with a random signature and keeps signature -> query in
   the execution's waiting state (ExecuteContext.resume_url). A click counts only when that
@@ -29,7 +28,6 @@ from urllib.parse import urljoin
 
 from flask import Blueprint, Response, request
 
-from api import wait_webhook
 from api.cors import cors_headers
 from api.errors import ApiError
 from api.launcher import LaunchError
@@ -38,7 +36,7 @@ from core.chat_node_message import Approval
 from core.execution_outcomes import Reply
 from core.execution_record import ExecutionRecord, Status
 from core.waiting import WaitingStore
-from core.workflow_store import WEBHOOK_METHODS, WorkflowNotFound
+from core.workflow_store import WorkflowNotFound
 from engine.nodes.chat_trigger import ChatTrigger, chat_settings
 
 bp = Blueprint("waiting_webhook", __name__)
@@ -58,21 +56,14 @@ RECORDED = _PAGE.format(title="Got it, thanks", text="This page can be closed no
 NO_ACTION = _PAGE.format(title="No action required", text="This request has already been answered")
 
 
-@bp.route(f"{PATH}<execution_id>", methods=[*WEBHOOK_METHODS, "OPTIONS"])
-@bp.route(f"{PATH}<execution_id>/<path:suffix>", methods=[*WEBHOOK_METHODS, "OPTIONS"])
-def waiting_webhook(execution_id: str, suffix: str = "") -> Response:
-    """An approval button's link (a GET naming the Chat node and `approved`), else a Wait
-    node's resume URL (api/wait_webhook.py), as n8n tells them apart."""
-    if request.method == "OPTIONS":  # a browser's preflight of a resume call: n8n's CORS
-        return Response(status=204, headers=wait_webhook.CORS)
-    if request.method == "GET" and suffix and "approved" in request.args:
-        return _approval(execution_id, suffix)
-    if request.method == "HEAD" and "approved" in request.args:
-        return _page("", 200, {})  # a link checker's look at the page: it answers nothing
-    return wait_webhook.resume(runtime(), execution_id, suffix)
+@bp.route(f"{PATH}<execution_id>/<node_id>", methods=["GET"])
+def waiting_webhook(execution_id: str, node_id: str) -> Response:
+    if "approved" not in request.args:  # a Wait node's resume URL with its suffix, as n8n's
+        from api import wait_webhook  # (its own module, and its own routes for other paths)
 
-
-def _approval(execution_id: str, node_id: str) -> Response:
+        return wait_webhook.resume(runtime(), execution_id, node_id)
+    if request.method == "HEAD":  # a link checker's look at the page: it answers nothing
+        return _page("", 200, {})
     rt = runtime()
     record = rt.executions.get(execution_id) if len(execution_id) <= 64 else None
     if record is None:
