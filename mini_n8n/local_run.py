@@ -53,12 +53,8 @@ def run_file(
     run = run_workflow(
         workflow, [{"json": item}], hooks=hooks, services=services, mode="cli", streaming=True
     )
-    while run.status == "waiting" and (run.waiting or {}).get("waitFor") == "time":
-        # A Wait node's time: this process waits it out, then goes on with the node's items.
-        time.sleep(max((run.waiting or {})["waitTill"] / 1000 - time.time(), 0))
-        resume = {"state": run.waiting, "reply": None, "expired": True}
-        run = run_workflow(workflow, [], hooks=hooks, services=services, mode="cli",
-                           streaming=True, resume=resume)  # fmt: skip
+    if run.status == "waiting":
+        run = _waited_out(workflow, run, hooks, services)
     if run.status == "waiting":
         node = (run.waiting or {}).get("node")
         print(f'execution waiting: "{node}" waits for a chat reply or a call, which `run` '
@@ -69,6 +65,17 @@ def run_file(
         return 1
     write(run.first_json() or {})
     return 0
+
+
+def _waited_out(workflow, run, hooks: Hooks, services: Services):
+    """The run once its Wait nodes' times are over: this process waits each out, then goes on
+    with the node's items (a wait for a reply or a call it cannot end)."""
+    while run.status == "waiting" and (run.waiting or {}).get("waitFor") == "time":
+        time.sleep(max((run.waiting or {})["waitTill"] / 1000 - time.time(), 0))
+        resume = {"state": run.waiting, "reply": None, "expired": True}
+        run = run_workflow(workflow, [], hooks=hooks, services=services, mode="cli",
+                           streaming=True, resume=resume)  # fmt: skip
+    return run
 
 
 def _stored_workflows(client, keys: Keys):
