@@ -26,6 +26,7 @@ from api import (
 )
 from api.rest import auth, signin
 from api.runtime import ApiRuntime
+from api.wait_webhook import bp as resume_calls
 from core.jsontext import dumps
 from core.settings import Settings
 
@@ -64,6 +65,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(signin.bp)
     app.register_blueprint(push.bp)
     app.register_blueprint(waiting_webhook.bp)
+    app.register_blueprint(resume_calls)  # a Wait node's resume URL
     chat_socket.register(app)
     app.add_url_rule("/", "editor", _editor)
     app.add_url_rule("/signin", "signin_page", _editor)  # the editor's sign-in, then ?redirect=

@@ -5,7 +5,8 @@ A session has at most one unfinished responseNodes execution, and every message 
 goes to it while it is unfinished, in order (core/execution_transitions.py `reply`):
 - it waits for a reply: the message resumes it (`waiting -> new`, compare-and-set, so exactly
   one message resumes one wait), and is enqueued like any execution: whichever worker takes it
-  continues from the state in Redis;
+  continues from the state in Redis; a Wait node's wait is not a Chat node's, and a message
+  coming meanwhile is queued for the next Chat node, as for a running execution;
 - it is new or running: the message is queued as its next reply, which its next Chat node takes
   when it waits. Two quick messages (`hello`, then at once `Ada`) are one conversation, never
   two executions where the first waits for a reply the second holds.

@@ -195,6 +195,10 @@ class Launcher:
             return {"workflow": raw}
         return {"workflow_ref": self._snapshots.ref(raw)}
 
+    def open_stream(self, channel: str) -> Stream:
+        """A confirmed stream of `channel` (an execution's events), as a launch opens one."""
+        return self._open_stream(channel)
+
     def _open_stream(self, channel: str) -> Stream:
         if self.settings.executions_mode == "regular":
             return self.relay.open_local(channel)

@@ -246,6 +246,8 @@ class Relay:
         """A stream fed from inside this process (regular mode): no Redis subscription."""
         stream = Stream(channel, self.max_stream_bytes, local=True)
         with self._lock:
+            if channel in self._local:
+                raise RelayError(f"{channel} is already being relayed")
             self._local[channel] = stream
         return stream
 

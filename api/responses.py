@@ -35,6 +35,7 @@ from core.executions import ExecutionStore
 from core.public_errors import public_error
 from core.results import FinalResult
 from core.stops import request_stop
+from engine.nodes.wait import SHORT_WAIT_MS
 
 log = logging.getLogger("mini_n8n.api")
 
@@ -92,6 +93,8 @@ class Outcome:
         if record is None:
             return _done(FinalResult(Status.CRASHED, "The execution record is gone.", public=True))
         if not record.finished:
+            if answered_at_wait(record):  # as n8n: the stream ends, lastNode has the wait's data
+                return _done(FinalResult.from_record(record, self.stream.next_seq))
             return None
         self._finished = record
         self._delivery_until = time.monotonic() + DELIVERY_SECONDS
@@ -163,6 +166,18 @@ class Outcome:
             return None
         error = f"Redis was unreachable for {waited:.0f} s; the outcome is unknown."
         return _done(FinalResult(Status.ERROR, error, public=True))
+
+
+def answered_at_wait(record: ExecutionRecord) -> bool:
+    """Whether a request that waits for the execution's outcome is answered now that it waits,
+    as n8n answers it when the wait goes to its database: a Wait node's wait for a call of its
+    resume URL, or for SHORT_WAIT_MS or more. A shorter wait n8n keeps in its process, and its
+    request gets the answer after it: so does ours, though the wait holds no worker here."""
+    if record.status != Status.WAITING or record.wait_for in (None, "reply"):
+        return False
+    if record.wait_for != "time" or record.wait_till is None:
+        return True
+    return record.wait_till - (record.waiting_since or 0) >= SHORT_WAIT_MS
 
 
 def _done(result: FinalResult) -> Event:
@@ -292,6 +307,8 @@ def _closing_lines(result: FinalResult, saw_error: bool, saw_items: bool, execut
         result = FinalResult(
             Status.ERROR, "The end of this answer was lost on its way.", public=True
         )
+    if result.status == Status.WAITING:
+        return ""  # it waits long: the stream ends with what went out, as n8n's does
     if result.ok:
         if result.streamed or (result.read_from_record and saw_items):
             return ""
@@ -314,7 +331,7 @@ def last_node_response(outcome: Outcome, headers: dict[str, str]) -> Response:
     event = _wait(outcome, want_response=False)
     done = _result(event)
     headers = {**headers, "X-Execution-Id": outcome.launch.execution_id}
-    if not done.ok:
+    if not done.ok and done.status != Status.WAITING:  # waiting: its last node's data, as n8n
         body = {"message": "Error in workflow", "error": _public(done, outcome.launch.execution_id)}
         return _json(body, 500, headers)
     output = done.output
@@ -352,6 +369,12 @@ def _wait(outcome: Outcome, want_response: bool) -> Event:
             event = outcome.next_event()
             if event is None:
                 continue
+            if (
+                want_response
+                and event.kind == Kind.DONE
+                and _result(event).status == Status.WAITING
+            ):
+                continue  # a Respond to Webhook node after the wait still answers
             if (want_response and event.kind == Kind.RESPONSE) or event.kind == Kind.DONE:
                 return event
     finally:

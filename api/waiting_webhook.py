@@ -1,5 +1,6 @@
 """The links of a Chat node's approval buttons: `GET /webhook-waiting/<executionId>/<nodeId>
-?approved=true|false&signature=…`, n8n's send-and-wait webhook. `@n8n/chat` renders a frame
+?approved=true|false&signature=…`, n8n's send-and-wait webhook (a Wait node's resume URL, the
+same path without `approved`, is api/wait_webhook.py's). `@n8n/chat` renders a frame
 `{"type": "with-buttons", …}` as buttons and, on a click, GETs the button's `link`; that resumes
 the waiting execution with `{"data": {"approved", "respondedAt"}}`, the node's output as in n8n.
 
@@ -67,6 +68,10 @@ NO_ACTION = _PAGE.format(
 
 @bp.route(f"{PATH}<execution_id>/<node_id>", methods=["GET"])
 def waiting_webhook(execution_id: str, node_id: str) -> Response:
+    if "approved" not in request.args:  # a Wait node's resume URL with its suffix, as n8n's
+        from api import wait_webhook  # (its own module, and its own routes for other paths)
+
+        return wait_webhook.resume(runtime(), execution_id, node_id)
     if request.method == "HEAD":  # a link checker's look at the page: it answers nothing
         return _page("", 200, {})
     user_agent = request.headers.get("User-Agent")

@@ -31,8 +31,9 @@ from core.jsontext import dumps
 class Status(StrEnum):
     NEW = "new"  # enqueued, not yet started by a worker (or waiting for its session's turn)
     RUNNING = "running"
-    # A Chat node waits for the user's reply: no worker holds it, its state is in Redis
-    # (core/waiting.py), and it keeps its place at the head of its session's line.
+    # A Chat node waits for the user's reply, or a Wait node for its time or its resume URL: no
+    # worker holds it, its state is in Redis (core/waiting.py), and it keeps its place at the
+    # head of its session's line.
     WAITING = "waiting"
     SUCCESS = "success"
     ERROR = "error"
@@ -90,6 +91,9 @@ class ExecutionRecord:
     waiting_since: int | None = None
     wait_till: int | None = None  # a waiting execution's deadline (ms), if its node set one
     waiting_node: str | None = None
+    # What else ends the wait than its time: "reply" (a chat message: a Chat node's), "webhook"
+    # (a call of a Wait node's resume URL), "time" (nothing); None: "reply", as before
+    wait_for: str | None = None
     # How many numbered events its channel carried, the final one included: a stream that
     # missed only the final event can tell it has every line before it.
     events: int | None = None
@@ -130,6 +134,7 @@ class ExecutionRecord:
             "waitingSince": self.waiting_since,
             "waitTill": self.wait_till,
             "waitingNode": self.waiting_node,
+            "waitFor": self.wait_for,
             "events": self.events,
         }
 
@@ -179,6 +184,7 @@ class ExecutionRecord:
             waiting_since=_int_or_none(data.get("waitingSince")),
             wait_till=_int_or_none(data.get("waitTill")),
             waiting_node=data.get("waitingNode"),
+            wait_for=data.get("waitFor"),
             events=_int_or_none(data.get("events")),
         )
 

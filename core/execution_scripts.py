@@ -230,10 +230,12 @@ class PauseCall(ScriptCall):
     execution_id: str = arg()
     expected_rev: int = arg()
     attempt: str = arg()
+    take_reply: int = arg()  # 1: a reply already queued ends the wait (a Chat node's); 0: never
     turns_at: Any = arg()  # where the memory turns' keys begin in KEYS ('' = none)
 
 
-# A Chat node waits: take the next reply already queued (the execution goes on running), or
+# A node waits: take the next reply already queued, if its wait takes one (a Chat node's: the
+# execution goes on running), or
 # record the wait (`running -> waiting`), keeping the session's turn, dropping the lease. A
 # retry (same attempt) gets the answer its first try got: a reply taken is never lost.
 # A stop asked for meanwhile wins: it does not wait ('stopped'). The memory turns are written
@@ -256,7 +258,7 @@ if taken and string.sub(taken, 1, #mark) == mark then
 end
 if status ~= 'running' then return {'refused'} end
 if redis.call('EXISTS', stop_key) == 1 then return {'stopped'} end
-local reply = redis.call('LPOP', replies_key)
+local reply = take_reply == '1' and redis.call('LPOP', replies_key)
 if reply then
   redis.call('SET', taken_key, mark .. reply, 'EX', ttl)
   if turns_at ~= '' then write_turns(tonumber(turns_at), turn_args_at) end
@@ -291,10 +293,12 @@ class ReplyCall(ScriptCall):
     execution_id: str = arg()
     queue_deadline: int = arg()  # ms
     may_queue: int = arg()  # 1: queued when it does not wait; 0: refused then
+    may_resume: int = arg()  # 0: a chat message for a wait it does not end (a Wait node's)
 
 
 # A chat message for an unfinished execution of its session (responseNodes): the reply a
-# waiting one resumes with (`waiting -> new`), or the next reply of one that is not waiting yet.
+# waiting one resumes with (`waiting -> new`), or the next reply of one that is not waiting yet
+# or waits for something else (a Wait node: `may_resume` 0), which its next Chat node takes.
 REPLY = (
     ReplyCall.prologue()
     + LUA_RECORD_HEADER
@@ -308,6 +312,11 @@ if status == 'new' or status == 'running' then
 end
 if status ~= 'waiting' then return 'ended' end
 if rev ~= tonumber(expected_rev) then return 'stale' end
+if may_resume == '0' then
+  redis.call('RPUSH', replies_key, reply)
+  redis.call('EXPIRE', replies_key, ttl)
+  return 'queued'
+end
 redis.call('SET', record_key, queued_record, 'EX', ttl)
 redis.call('SET', queued_key, '1', 'PX', queue_timeout_ms)
 if queued_index then

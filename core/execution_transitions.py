@@ -170,11 +170,15 @@ class ExecutionTransitions(ExecutionQueries):
         self, record: ExecutionRecord, reply: dict[str, Any], *, queue: bool = True
     ) -> tuple[Reply, ExecutionRecord | None]:
         """Hand a chat message to an unfinished execution of its session: queued as its next
-        reply, or, when it waits, the reply it resumes with (then the `new` record to enqueue).
-        Without `queue`, only a waiting execution takes it (an approval button's click)."""
+        reply, or, when it waits for a reply (a Chat node), the reply it resumes with (then the
+        `new` record to enqueue); a Wait node's wait it leaves alone, queued for the next Chat
+        node. Without `queue`, only a waiting execution takes it, whatever it waits for: an
+        approval button's click, a Wait node's resume URL, a deadline."""
         while True:
-            queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None)
-            call = self._reply_call(record, queued, reply, queue)
+            queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None,
+                                 wait_for=None)  # fmt: skip
+            resumes = not queue or record.wait_for in (None, "reply")
+            call = self._reply_call(record, queued, reply, queue, resumes)
             outcome = self._reply(keys=call.keys(), args=call.args())
             if outcome == "stale":  # it waited again meanwhile (a later Chat node)
                 current = self.get(record.id)
@@ -190,8 +194,9 @@ class ExecutionTransitions(ExecutionQueries):
             return Reply(outcome), queued if outcome == Reply.RESUMED else None
 
     def _reply_call(
-        self, record: ExecutionRecord, queued: ExecutionRecord, reply: dict[str, Any], queue: bool
-    ) -> ReplyCall:
+        self, record: ExecutionRecord, queued: ExecutionRecord, reply: dict[str, Any], queue: bool,
+        resumes: bool = True,
+    ) -> ReplyCall:  # fmt: skip
         execution_id, keys = record.id, self.keys
         return ReplyCall(
             **own_keys(keys, ReplyCall, execution_id),
@@ -205,6 +210,7 @@ class ExecutionTransitions(ExecutionQueries):
             execution_id=execution_id,
             queue_deadline=now_ms() + self.queue_timeout_ms,
             may_queue=int(queue),
+            may_resume=int(resumes),
         )
 
     def resume_expired(self, record: ExecutionRecord) -> ExecutionRecord | None:
@@ -280,14 +286,16 @@ class ExecutionTransitions(ExecutionQueries):
         resume_state: str,
         attempt: str,
         turns: Sequence[TurnWrite] = (),
+        take_reply: bool = True,
     ) -> tuple[str, str | None]:
         """A Chat node waits: ("reply", the reply JSON) when one is already queued (the run goes
         on), ("paused", None) once recorded `waiting`, ("stopped", None) when a stop was asked
         for (it is to end canceled), ("refused", None) if it stopped being this worker's
         (reaped). `attempt` names this pause (letters and digits): a
-        retry with the same one gets the same answer."""
+        retry with the same one gets the same answer. Without `take_reply` (a Wait node) no
+        queued reply ends the wait: they stay for the next Chat node."""
         execution_id = running.id
-        call = self._pause_call(running, waiting, resume_state, attempt)
+        call = self._pause_call(running, waiting, resume_state, attempt, take_reply)
         keys, args = call.keys(), call.args()
         append_turns(keys, args, turns, self.cluster)
         if self.cluster and waiting.wait_till is not None:
@@ -299,8 +307,9 @@ class ExecutionTransitions(ExecutionQueries):
         return outcome, (rest[0] if rest else None)
 
     def _pause_call(
-        self, running: ExecutionRecord, waiting: ExecutionRecord, resume_state: str, attempt: str
-    ) -> PauseCall:
+        self, running: ExecutionRecord, waiting: ExecutionRecord, resume_state: str, attempt: str,
+        take_reply: bool = True,
+    ) -> PauseCall:  # fmt: skip
         execution_id, keys = running.id, self.keys
         return PauseCall(
             **own_keys(keys, PauseCall, execution_id),
@@ -314,6 +323,7 @@ class ExecutionTransitions(ExecutionQueries):
             execution_id=execution_id,
             expected_rev=running.rev,
             attempt=attempt,
+            take_reply=int(take_reply),
             turns_at="",
         )
 

@@ -7,7 +7,8 @@ at the head waits for that wake-up, and looks again every second meanwhile: the 
 a dead head. Walking the line drops heads that ended (or whose record is gone); a head that looks
 lost (core/liveness.py) is reported, so the walker reaps it, which ends it and hands the turn on.
 A waiting execution (a Chat node) keeps its place: the next message of its session is its
-reply, never an execution that would run beside it.
+reply, never an execution that would run beside it. A Wait node's wait outside a conversation
+leaves the line (worker/waiting.py), so the session's next message runs meanwhile.
 """
 
 from __future__ import annotations

@@ -80,6 +80,9 @@ class Settings:
     demo: bool = False
     examples_dir: str = EXAMPLES_DIR
     port: int = 5678  # n8n's port, so widget and docs URLs carry over
+    # The public base of webhook URLs (n8n's WEBHOOK_URL), for the URLs an execution hands out
+    # ($execution.resumeUrl); empty: http://localhost:<PORT>/, as n8n's default.
+    webhook_url: str = ""
     # n8n's default body limit (N8N_PAYLOAD_SIZE_MAX = 16 MiB).
     max_body_bytes: int = 16 * 1024 * 1024
     # Files sent to a Chat Trigger travel base64-encoded in the Celery message and the execution
@@ -195,6 +198,11 @@ class Settings:
     # through Redis and the execution's record, which the body limit bounds the same way.
     http_max_response_bytes: int = 16 * 1024 * 1024
 
+    @property
+    def public_webhook_url(self) -> str:
+        """WEBHOOK_URL with its trailing slash, or this machine's on PORT."""
+        return (self.webhook_url or f"http://localhost:{self.port}").rstrip("/") + "/"
+
     @classmethod
     def from_env(cls) -> Settings:
         # Secrets may come from files (NAME_FILE): the api key, whole URLs, or Redis' password
@@ -217,6 +225,7 @@ class Settings:
             demo=_bool("MINI_N8N_DEMO", cls.demo),
             examples_dir=os.environ.get("MINI_N8N_EXAMPLES_DIR") or cls.examples_dir,
             port=_int("PORT", cls.port),
+            webhook_url=os.environ.get("WEBHOOK_URL", ""),
             **_bodies(),
             chat_socket_max=_int("MINI_N8N_CHAT_SOCKET_MAX", cls.chat_socket_max),
             chat_socket_idle_seconds=_float(

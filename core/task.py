@@ -44,6 +44,12 @@ class TaskPayload:
     expired: bool = False
     # The items are stored beside the record (too large for the message): the worker reads them.
     items_stored: bool = False
+    # A resumed execution: how many numbered events its channel carried before it waited (its
+    # events are numbered on from there).
+    events: int = 0
+    # False for a run resumed after a Wait node, which left its session's line when it paused
+    # (worker/waiting.py): it runs without waiting for a turn in it.
+    in_line: bool = True
 
     @property
     def resumes(self) -> bool:
@@ -72,6 +78,10 @@ class TaskPayload:
         if self.items_stored:
             message["itemsStored"] = True
             message["items"] = []
+        if self.events:
+            message["events"] = self.events
+        if not self.in_line:
+            message["inLine"] = False
         return message
 
     @classmethod
@@ -92,6 +102,8 @@ class TaskPayload:
             reply=message.get("reply"),
             expired=bool(message.get("expired")),
             items_stored=bool(message.get("itemsStored")),
+            events=int(message.get("events") or 0),
+            in_line=message.get("inLine") is not False,
         )
 
     @classmethod
@@ -99,18 +111,22 @@ class TaskPayload:
         cls, record: ExecutionRecord, saved: dict[str, Any], reply: dict[str, Any] | None
     ) -> TaskPayload:
         """The task that continues a waiting execution, from what its wait saved (the workflow
-        version it started with, its trigger, the editor listening): with the user's reply, or
-        with none when its time limit passed."""
+        version it started with, its trigger, the editor listening, whether it streams, how many
+        events it published): with the user's reply (or a resume URL's call), or with none when
+        its time came."""
         source = saved.get("source") or {}
         return cls(
             record=record,
             workflow_ref=source.get("workflowRef"),
             workflow=source.get("workflow"),
             start_node=saved.get("trigger"),
+            streaming=saved.get("streaming") is True,
             response_mode=record.response_mode,
             push_ref=saved.get("pushRef"),
             reply=reply,
             expired=reply is None,
+            events=int(saved.get("events") or 0),
+            in_line=saved.get("leftLine") is not True,
         )
 
     def next_in_session(self, record: ExecutionRecord, message: dict[str, Any]) -> TaskPayload:

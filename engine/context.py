@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from core.chat_node_message import ChatNodeMessage
@@ -23,6 +23,9 @@ from engine.hooks import Hooks
 from engine.node import Item
 from engine.services import Services
 from engine.workflow import Node, Workflow
+
+if TYPE_CHECKING:
+    from engine.sub_workflow import SubWorkflowRun
 
 T = TypeVar("T")
 
@@ -43,10 +46,37 @@ class Execution:
     streamed: bool = False
     # signature -> query of the links a waiting node handed out (ExecuteContext.resume_url)
     resume_links: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The caller's execution when this one runs a sub-workflow inside it (engine/sub_workflow.py):
+    # it shares the caller's checkpoints (its stop, its CPU bound) and is one level deeper.
+    parent: Execution | None = None
+    # n8n's resumeToken: the `signature` of $execution.resumeUrl, made when first read and kept
+    # in the waiting state, so that only whoever was handed the URL resumes a Wait node.
+    resume_token: str | None = None
     checkpoint: Checkpoints = field(init=False)
+    sub_runs: int = field(default=0, init=False)  # sub-workflows run so far: the next one's id
 
     def __post_init__(self) -> None:
-        self.checkpoint = Checkpoints(self.services, self.cancel)
+        if self.parent is not None:
+            self.checkpoint = self.parent.checkpoint
+        else:
+            self.checkpoint = Checkpoints(self.services, self.cancel)
+
+    @property
+    def depth(self) -> int:
+        """How many sub-workflow calls deep this execution runs (0: the one a trigger started)."""
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    def resume_url(self) -> str:
+        """n8n's $execution.resumeUrl: `<WEBHOOK_URL>webhook-waiting/<id>?signature=<token>`."""
+        if self.resume_token is None:
+            self.resume_token = secrets.token_hex(32)  # n8n's: 64 hex digits
+        base = self.services.webhook_url.rstrip("/")
+        return f"{base}/webhook-waiting/{quote(self.id, safe='')}?signature={self.resume_token}"
+
+    def variable(self) -> dict[str, Any]:
+        """n8n's `$execution`: its id, its mode (a manual run is "test") and its resume URL."""
+        mode = "test" if self.mode == "manual" else "production"
+        return {"id": self.id, "mode": mode, "resumeUrl": self.resume_url()}
 
     def is_streaming(self) -> bool:
         # n8n's isStreaming(): someone listens for chunks *and* streaming was asked for.
@@ -161,9 +191,29 @@ class _NodeContext:
             node_items=self.execution.node_items,
             input_items=items,
             execution_id=self.execution.id,
+            execution=self.execution.variable,
             workflow={"id": wf.id, "name": wf.name, "active": wf.active},
             checkpoint=self.execution.checkpoint,
         )
+
+    def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
+        from engine import sub_workflow  # it runs the executor, which imports this module
+
+        if code is not None:
+            return sub_workflow.given(self.execution, code, self.node)
+        return sub_workflow.stored(self.execution, workflow_id, self.node)
+
+    def execute_workflow(
+        self, workflow: Workflow, items: list[Item], last_run_only: bool = False
+    ) -> SubWorkflowRun:
+        from engine import sub_workflow
+
+        return sub_workflow.run(self.execution, self.node, workflow, items, last_run_only)
+
+    def start_workflow(self, workflow: Workflow, items: list[Item]) -> str:
+        from engine import sub_workflow
+
+        return sub_workflow.start(self.execution, self.node, workflow, items)
 
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
         return self._resolved(path, default, item_index, keep_undefined=False)

@@ -37,6 +37,8 @@ PropertyType = Literal[
     "options",
     "collection",
     "fixedCollection",
+    # n8n's resource mapper (a sub-workflow's inputs): {"mappingMode", "value": {...}, "schema"}
+    "resourceMapper",
     "resourceLocator",
     "json",
     "filter",  # n8n's conditions: {"conditions": [...], "combinator", "options"}
@@ -395,6 +397,8 @@ def _type_problem(prop: Property, value: Any) -> str | None:
     if kind == "boolean" and not isinstance(value, bool):
         return "must be true or false"
     if kind in ("collection", "fixedCollection", "filter") and not isinstance(value, dict):
+        return "must be an object"
+    if kind == "resourceMapper" and not isinstance(value, dict):
         return "must be an object"
     if kind == "resourceLocator" and not isinstance(value, str | dict):
         return "must be text or a resource locator"

@@ -86,16 +86,26 @@ class ExecutionCanceled(EngineError):
         super().__init__(message, **kw)
 
 
+class SubWorkflowError(NodeExecutionError):
+    """A sub-workflow could not be called: not found, refused by its caller policy, too deep."""
+
+
 class SessionKeyRefused(NodeExecutionError):
     """A chat memory's session key would name a key that is not chat memory (see Keys.chat)."""
 
 
 class WaitingForReply(Exception):  # noqa: N818 - not an error: the execution pauses
-    """Raised by a node that sent the user a message and waits for the reply (the Chat node).
-    The executor records the node's run as `waiting`, saves where the execution stands and
-    returns a Run with status "waiting"; `run_workflow(..., resume=...)` continues it."""
+    """Raised by a node that pauses the execution: the Chat node waits for the user's reply,
+    the Wait node for its time or a call of its resume URL. The executor records the node's run
+    as `waiting`, saves where the execution stands and returns a Run with status "waiting";
+    `run_workflow(..., resume=...)` continues it."""
 
-    def __init__(self, output: list[list[dict]], wait_till_ms: int | None = None):
+    def __init__(
+        self, output: list[list[dict]], wait_till_ms: int | None = None, wait_for: str = "reply"
+    ):
         super().__init__("waiting for the user's reply")
         self.output = output  # the node's output while it waits (n8n: {json: {}, sendMessage})
         self.wait_till_ms = wait_till_ms  # None: no time limit
+        # What ends the wait besides its time: "reply" (a chat message, the Chat node's),
+        # "webhook" (a call of $execution.resumeUrl) or "time" (its time alone).
+        self.wait_for = wait_for

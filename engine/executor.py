@@ -34,6 +34,7 @@ def run_workflow(
     streaming: bool = False,
     cancel: threading.Event | None = None,
     resume: dict[str, Any] | None = None,
+    parent: Execution | None = None,
 ) -> Run:
     """Execute `workflow` from its trigger with `start_items` as the trigger's output.
 
@@ -42,7 +43,8 @@ def run_workflow(
     item} when the user replied, or {"state": ..., "reply": None, "expired": True} when the
     wait's time limit (waitTill) passed with no reply: then, as in n8n, the waiting node passes
     its input items on. A node that waits ends this call with a Run of status "waiting" whose
-    `waiting` says where it stands: plain JSON, so any process can continue it."""
+    `waiting` says where it stands: plain JSON, so any process can continue it. With `parent`
+    the workflow runs as a sub-workflow inside that execution (engine/sub_workflow.py)."""
     execution = Execution(
         id=execution_id or uuid.uuid4().hex,
         workflow=workflow,
@@ -51,6 +53,7 @@ def run_workflow(
         mode=mode,
         streaming_requested=streaming,
         cancel=cancel or threading.Event(),
+        parent=parent,
     )
     run = Run(status="success", started_at=now_ms())
     execution.hooks.run("workflowExecuteBefore", execution)
@@ -101,6 +104,8 @@ def _waiting_state(execution, run, frame: Frame, schedule: Schedule, wait) -> di
         "startedAt": run.started_at,
         # signature -> query of each link that may end this wait (ExecuteContext.resume_url)
         "resumeLinks": execution.resume_links,
+        "waitFor": wait.wait_for,  # what else ends it: "reply", "webhook" or "time"
+        "resumeToken": execution.resume_token,  # $execution.resumeUrl's signature, if it was made
     }
 
 
@@ -112,6 +117,7 @@ def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> Schedule
     state, workflow = resume["state"], execution.workflow
     execution.run_data = state["runData"]
     execution.execution_index = state["executionIndex"]
+    execution.resume_token = state.get("resumeToken")
     run.started_at = state.get("startedAt") or run.started_at
     schedule = Schedule.from_json(workflow, state)
     node = workflow.nodes[state["node"]]

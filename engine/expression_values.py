@@ -305,8 +305,9 @@ def _plain(v: Any) -> Any:
 
 def segment_string(v: Any) -> str:
     """How a `{{ }}` segment appears inside template text: objects and arrays as JSON (as n8n
-    shows them), undefined as nothing."""
-    if v is UNDEFINED:
+    shows them), undefined and null as nothing (n8n 2.41.1: `[{{ $json.nope }}|{{ null }}]` is
+    `[|]`)."""
+    if v is UNDEFINED or v is None:
         return ""
     if isinstance(v, dict | list):
         return json_stringify(v)

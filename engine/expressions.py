@@ -52,6 +52,8 @@ class ExpressionData:
     node_items: Callable[[str], list[dict] | None] = lambda name: None
     input_items: list[dict] = field(default_factory=list)  # $input: the current node's input
     execution_id: str | None = None  # $execution.id
+    # $execution as the engine builds it when read (id, mode, resumeUrl); None: {"id"} alone
+    execution: Callable[[], dict] | None = None
     workflow: dict = field(default_factory=dict)  # $workflow: {"id", "name", "active"}
     now: Callable[[], float | str] | None = None  # $now: epoch seconds or an ISO string
     # Called every few thousand steps: may raise an EngineError (the execution is over its CPU
@@ -306,7 +308,7 @@ class _Evaluator:
             "$json": lambda: data.json,
             "$parameter": lambda: data.parameters,
             "$itemIndex": lambda: data.item_index,
-            "$execution": lambda: {"id": data.execution_id},
+            "$execution": lambda: data.execution() if data.execution else {"id": data.execution_id},
             "$workflow": lambda: data.workflow,
             "$input": lambda: NodeRef("$input", data.input_items, data.item_index),
             "$node": lambda: js.NODE_TABLE,

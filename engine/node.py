@@ -21,6 +21,7 @@ from engine.description import Input, NodeDescription
 
 if TYPE_CHECKING:
     from engine.services import Services
+    from engine.sub_workflow import SubWorkflowRun
     from engine.webhooks import WebhookSpec
     from engine.workflow import Node, Workflow
 
@@ -43,6 +44,19 @@ class NodeFunctions(Protocol):
 
     @property
     def services(self) -> Services: ...
+
+    def load_workflow(self, workflow_id: Any = None, code: Any = None) -> Workflow:
+        """A sub-workflow: the stored one with `workflow_id`, or the workflow JSON `code`
+        (engine/sub_workflow.py); SubWorkflowError if it cannot be found or loaded."""
+
+    def execute_workflow(
+        self, workflow: Workflow, items: list[Item], last_run_only: bool = False
+    ) -> SubWorkflowRun:
+        """Run `workflow` inside this execution with `items` (n8n's executeWorkflow): what
+        its last node returned."""
+
+    def start_workflow(self, workflow: Workflow, items: list[Item]) -> str:
+        """Start `workflow` as an execution of its own, not waited for; its id."""
 
     @property
     def execution_id(self) -> str: ...

@@ -68,3 +68,13 @@ class Services:
     # Set per execution by a worker: memory turns wait there until the step that records the
     # run's end writes them (memory/journal.py). None: turns are written as they come.
     journal: Journal | None = None
+    # The base of the URLs the engine writes for the outside (n8n's WEBHOOK_URL): a Wait
+    # node's $execution.resumeUrl is `<webhook_url>webhook-waiting/<execution id>?signature=…`.
+    webhook_url: str = "http://localhost:5678/"
+    # The stored workflow with this id, loaded (an Execute Workflow node's sub-workflow);
+    # LookupError when there is none. None: such a node fails with a message saying so.
+    workflows: Callable[[str], Any] | None = None  # an engine.workflow.Workflow
+    # Starts a workflow as an execution of its own, on any worker, and answers its id
+    # (an Execute Workflow node that does not wait for its sub-workflow): (workflow, the trigger
+    # to start from, its items, the caller's execution id). None: such a node fails.
+    start_workflow: Callable[[Any, str, list[dict[str, Any]], str], str] | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,6 +51,8 @@ def run_file(
         cpu_seconds=config.execution_cpu_seconds,
         code_runner=code,
     )
+    if services.redis is not None:  # an Execute Workflow node's sub-workflows, as stored there
+        services.workflows = _stored_workflows(services.redis, services.keys)
     hooks = Hooks().add_handler("sendChunk", write)
     # A Chat node's message, as a line of its own (the CLI has no chat to reply from).
     hooks.add_handler("sendMessage", lambda m: write({"type": "message", "content": m.text}))
@@ -60,15 +63,42 @@ def run_file(
     finally:
         code.close()
     if run.status == "waiting":
+        run = _waited_out(workflow, run, hooks, services)
+    if run.status == "waiting":
         node = (run.waiting or {}).get("node")
-        print(f'execution waiting: "{node}" waits for a chat reply, which `run` cannot give '
-              "(activate the workflow and chat with it)", file=sys.stderr)  # fmt: skip
+        print(f'execution waiting: "{node}" waits for a chat reply or a call, which `run` '
+              "cannot give (activate the workflow and chat with it)", file=sys.stderr)  # fmt: skip
         return 1
     if run.status != "success":
         print(f"execution {run.status}: {run.error}", file=sys.stderr)
         return 1
     write(run.first_json() or {})
     return 0
+
+
+def _waited_out(workflow, run, hooks: Hooks, services: Services):
+    """The run once its Wait nodes' times are over: this process waits each out, then goes on
+    with the node's items (a wait for a reply or a call it cannot end)."""
+    while run.status == "waiting" and (run.waiting or {}).get("waitFor") == "time":
+        time.sleep(max((run.waiting or {})["waitTill"] / 1000 - time.time(), 0))
+        resume = {"state": run.waiting, "reply": None, "expired": True}
+        run = run_workflow(workflow, [], hooks=hooks, services=services, mode="cli",
+                           streaming=True, resume=resume)  # fmt: skip
+    return run
+
+
+def _stored_workflows(client, keys: Keys):
+    from core.workflow_store import WorkflowNotFound, WorkflowStore
+
+    store = WorkflowStore(client, keys, load_workflow)
+
+    def find(workflow_id: str):
+        try:
+            return store.load(workflow_id)[1]
+        except WorkflowNotFound:
+            raise LookupError(workflow_id) from None
+
+    return find
 
 
 def _credentials():

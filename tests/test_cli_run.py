@@ -90,3 +90,25 @@ def test_run_prints_a_lone_surrogate_from_an_expression_as_a_json_escape(redis_u
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == '{"text":"a\\ud800b"}'
     assert json.loads(done.stdout.splitlines()[-1]) == {"text": "a\ud800b"}
+
+
+def test_run_waits_out_a_wait_and_calls_a_stored_sub_workflow(
+    redis_url, keys, redis_client, tmp_path
+):
+    from core.workflow_store import WorkflowStore
+    from engine.workflow import load_workflow
+    from tests.sub_workflows import CHAT, chat_trigger, execute_workflow, greeter, wait_seconds
+    from tests.sub_workflows import workflow as build
+
+    child = greeter()
+    WorkflowStore(redis_client, keys, load_workflow).save(child)
+    call = execute_workflow("Call", child["id"], {"name": "={{ $json.chatInput }}",
+                                                  "age": "={{ 2 }}"}, {"age": "number"})  # fmt: skip
+    flow = build("Wait, then call", [chat_trigger(), wait_seconds("Wait", 0.01), call],
+                 [CHAT, "Wait", "Call"])  # fmt: skip
+    path = tmp_path / "flow.json"
+    path.write_text(json.dumps(flow))
+    done = run_cli(redis_url, keys, "run", str(path), "--input", json.dumps({"chatInput": "Cy"}))
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout.splitlines()[-1])
+    assert output == {"greeting": "Hello Cy, next year you are 3", "name": "Cy"}

@@ -100,7 +100,9 @@ class ExecutionRunner:
         token = secrets.token_hex(8)  # this attempt's claim: a retried step knows its own
         cancel = self.stops.add(record.id, token)  # renewed from now on, once it holds a lease
         try:
-            claimed, running = self._claim_in_turn(record, token)
+            # A run resumed after a Wait node left its session's line when it paused.
+            line = self.store.lines.key(record) if payload.in_line else None
+            claimed, running = self._claim_in_turn(record, token, line)
             if not claimed:
                 return "dropped"  # stopped, or lost and reaped, before it could start
             claim = self.metrics.claimed(running)
@@ -118,12 +120,11 @@ class ExecutionRunner:
             self.stops.remove(record.id)
 
     def _claim_in_turn(
-        self, record: ExecutionRecord, token: str
+        self, record: ExecutionRecord, token: str, line: str | None
     ) -> tuple[Claimed, ExecutionRecord]:
-        """Claim the execution once it heads its session's line: at once, in one step with
+        """Claim the execution once it heads its session's `line`: at once, in one step with
         the look at the line, when nothing is ahead of it (on one Redis); else once its turn
         came. Claimed.NOT when it stopped being the task's to run."""
-        line = self.store.lines.key(record)
         if line and not self.store.cluster:
             running = self._running(record, token)
             lease = self.leases.owner.lease(token)
@@ -133,7 +134,7 @@ class ExecutionRunner:
             claimed, turn = at_turn
             if turn.mine:
                 return claimed, running
-        if not self._wait_for_turn(record, token):
+        if not self._wait_for_turn(record, token, line):
             return Claimed.NOT, record
         running = self._running(record, token)
         lease = self.leases.owner.lease(token)
@@ -146,11 +147,10 @@ class ExecutionRunner:
     def _step(self, step: Callable[[], Any], what: str) -> Any:
         return retrying(step, what, log)
 
-    def _wait_for_turn(self, record: ExecutionRecord, token: str) -> bool:
+    def _wait_for_turn(self, record: ExecutionRecord, token: str, line: str | None) -> bool:
         """Wait until the execution heads its session's line, holding it with this worker's
         lease meanwhile; False if it stopped being the `new` record its task carried (stopped,
         or reaped)."""
-        line = self.store.lines.key(record)
         if not line:
             return True
         held = False
@@ -241,6 +241,7 @@ class ExecutionRunner:
         deadline = time.monotonic() + self.timeout_seconds
         try:
             resume = self.conversations.resume(payload, running)
+            self.conversations.continue_numbering(payload, running)
             if payload.items_stored:  # too large for the task's message (core/task.py)
                 payload.items = self._stored_items(running.id)
         except LookupError as err:

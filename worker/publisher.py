@@ -10,9 +10,9 @@ The messages are core.events: consecutive chunks become one numbered `lines` eve
 The final event is not published here: once everything before it is out (`flush`), the outbox
 numbers it (`final`) and the execution's end publishes it in the same step that records the
 outcome (core/execution_transitions.py `finish`). A channel's numbering is kept from its first event to its
-final one, or until the execution leaves this worker otherwise (`forget`: it waits for a reply,
-and may resume on another worker, which numbers its events afresh), so nothing is kept for an
-execution that no longer runs here. While Redis is unreachable a batch is tried again, with
+final one, or until the execution leaves this worker otherwise (`forget`: it waits, and may
+resume on another worker, which numbers its events on from where its wait left them:
+`continue_at`), so nothing is kept for an execution that no longer runs here. While Redis is unreachable a batch is tried again, with
 backoff, for up to PUBLISH_RETRY_SECONDS; what still fails is dropped, and its subscribers see
 the gap in the numbering when the final event comes.
 """
@@ -98,6 +98,19 @@ class _Forget:
 _FORGET = _Forget()
 
 
+class _Continue:
+    """A marker in a channel's queue: its numbering goes on from `seq` (a resumed execution),
+    after whatever was queued before it (its own earlier wait's _Forget, on this worker)."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
+_Marker = _Flush | _Forget | _Continue
+
+
 def _joined(chunks: list[_Chunk]) -> Event:
     return events.lines(
         "".join(c.line for c in chunks),
@@ -115,9 +128,7 @@ class Outbox:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]] = (
-            OrderedDict()
-        )  # in order
+        self._pending: OrderedDict[str, list[Event | _Chunk | _Marker]] = OrderedDict()  # in order
         self._seq: dict[str, int] = {}
         # Started on first use, and again should it ever die: one bad message must not
         # silence every execution of this worker.
@@ -168,6 +179,15 @@ class Outbox:
         numbering goes once what it handed over is out."""
         self._put(channel, _FORGET)
 
+    def numbered_so_far(self, channel: str) -> int:
+        """How many numbered events the channel carried (read once `flush` is done)."""
+        with self._lock:
+            return self._seq.get(channel, 0)
+
+    def continue_at(self, channel: str, seq: int) -> None:
+        """A resumed execution's events are numbered on from `seq`."""
+        self._put(channel, _Continue(seq))
+
     def refused(self, channel: str, seq: int, error: str) -> None:
         """Redis refused to record the end (it is full): the stream still ends, crashed with `error`
         as its final event (a publish needs no memory; the record is ended by a reaper once
@@ -178,7 +198,7 @@ class Outbox:
         except redis.RedisError as err:  # the stream then ends once a reaper ends the execution
             log.error("the final event of %s could not be published: %s", channel, err)
 
-    def _put(self, channel: str, event: Event | _Chunk | _Flush | _Forget) -> None:
+    def _put(self, channel: str, event: Event | _Chunk | _Marker) -> None:
         with self._lock:
             self._pending.setdefault(channel, []).append(event)
         self._thread.ensure()
@@ -206,7 +226,7 @@ class Outbox:
         with self._lock:
             return len(self._seq) > 1
 
-    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
+    def _publish(self, batch: OrderedDict[str, list[Event | _Chunk | _Marker]]) -> None:
         publishes = []
         for channel, pending in batch.items():
             try:
@@ -266,7 +286,7 @@ class Outbox:
         return ("EVALSHA", self._kept_sha, 2, p.channel, sent_of(p.channel), p.message,
                 _KEPT_MS, "PUBLISH")  # fmt: skip
 
-    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Flush | _Forget]]) -> None:
+    def _finish(self, batch: OrderedDict[str, list[Event | _Chunk | _Marker]]) -> None:
         """Whatever happened to the batch, executions waiting for a flush go on."""
         with self._lock:
             self._busy = False
@@ -276,7 +296,7 @@ class Outbox:
                     entry.done.set()
 
     def _messages(
-        self, channel: str, pending: list[Event | _Chunk | _Flush | _Forget]
+        self, channel: str, pending: list[Event | _Chunk | _Marker]
     ) -> list[tuple[str, bool]]:
         """Consecutive chunks become one `lines` event; other events keep their place. Each
         with whether it is kept (numbered: an execution's, not an editor's push)."""
@@ -285,12 +305,15 @@ class Outbox:
         for entry in pending:
             if isinstance(entry, _Flush):
                 continue
-            if isinstance(entry, _Forget):
+            if isinstance(entry, _Forget | _Continue):
                 if lines:
                     messages.append(self._message(channel, _joined(lines)))
                     lines = []
                 with self._lock:
-                    self._seq.pop(channel, None)
+                    if isinstance(entry, _Continue):
+                        self._seq[channel] = entry.seq
+                    else:
+                        self._seq.pop(channel, None)
                 continue
             if isinstance(entry, _Chunk):
                 lines.append(entry)
@@ -352,6 +375,14 @@ class LocalOutbox:
         """The execution waits for a reply: its numbering goes (delivery is synchronous)."""
         with self._lock:
             self._seq.pop(channel, None)
+
+    def numbered_so_far(self, channel: str) -> int:
+        with self._lock:
+            return self._seq.get(channel, 0)
+
+    def continue_at(self, channel: str, seq: int) -> None:
+        with self._lock:
+            self._seq[channel] = seq
 
     def refused(self, channel: str, seq: int, error: str) -> None:
         """Redis refused to record the end: the stream ends with `error`."""

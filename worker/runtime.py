@@ -29,6 +29,7 @@ from core.redis_errors import error_text
 from core.settings import Settings
 from core.task import TaskPayload
 from core.waiting import WaitingStore
+from core.workflow_snapshots import WorkflowSnapshots
 from engine.services import Services
 from memory.window import InProcessMemory
 from models.clients import ModelClients
@@ -44,6 +45,7 @@ from worker.leases import Heartbeat, Leases
 from worker.metrics import WorkerMetrics
 from worker.publisher import Outbox
 from worker.stops import Stops
+from worker.sub_executions import SubExecutions
 
 log = logging.getLogger("mini_n8n.worker")
 
@@ -86,6 +88,10 @@ class WorkerRuntime:
         self.services = _services(self.client, self.keys, settings, self.models)
         self.services.code_runner = self.code
         self.services.on_model_call = self.metrics.model_call
+        snapshots = WorkflowSnapshots(self.client, self.keys, settings.executions_ttl)
+        self.sub_executions = SubExecutions(self.store, snapshots, send_task)
+        self.services.workflows = self.sub_executions.find
+        self.services.start_workflow = self.sub_executions.start
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.stops = Stops(settings.redis_url, self.keys.stop_channel())
@@ -201,6 +207,7 @@ def _services(
         cpu_seconds=settings.execution_cpu_seconds,
         cpu_clock=task_clock(),  # per greenlet: the others' work is not this execution's
         pause=pause,
+        webhook_url=settings.public_webhook_url,
     )
     # The Redis memory's `redis` credential (n8n exports always name one): its own server
     # if configured, else this deployment's Redis.

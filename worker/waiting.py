@@ -32,6 +32,10 @@ from engine.run_data import Run
 
 log = logging.getLogger("mini_n8n.worker")
 
+# How long a wait waits for the outbox to publish what the run streamed before it: it retries
+# for as long itself (worker/publisher.py), so this is only a backstop.
+FLUSH_SECONDS = 90.0
+
 
 class StateGone(LookupError):
     """A resumed execution whose saved state expired."""
@@ -68,6 +72,32 @@ class Conversations:
             data = {"executionId": execution_id, **message.numbered(n).to_json()}
             self.outbox.event(self.keys.push(payload.push_ref), "chatMessage", data)
 
+    def _line_left(
+        self, payload: TaskPayload, running: ExecutionRecord, wait_for: str
+    ) -> str | None:
+        """The session's line a Wait node's wait leaves, so that the session's next message runs
+        meanwhile, as in n8n (a wait may last hours, and the message would hold a worker slot
+        all along); None when it keeps its place: a Chat node's wait, whose session's messages
+        are its replies, and every wait of a conversation (responseNodes), whose messages are
+        its own. Resumed, it runs without waiting for a turn."""
+        if wait_for == "reply" or payload.response_mode == "responseNodes":
+            return None
+        return self.store.lines.key(running)
+
+    def _published(self, execution_id: str) -> int:
+        """How many numbered events the execution's channel carried, once everything it handed
+        the outbox is out: the resumed run numbers its events on from there, so a stream that
+        stays open across the wait sees no repeat and no gap."""
+        channel = self.keys.execution_events(execution_id)
+        if not self.outbox.flush(channel).wait(FLUSH_SECONDS):
+            log.warning("execution %s: its chunks are not all published yet", execution_id)
+        return int(self.outbox.numbered_so_far(channel))
+
+    def continue_numbering(self, payload: TaskPayload, record: ExecutionRecord) -> None:
+        """A resumed run numbers its channel's events on from where its wait left them."""
+        if payload.resumes and payload.events:
+            self.outbox.continue_at(self.keys.execution_events(record.id), payload.events)
+
     def forget(self, execution_id: str) -> None:
         """The run ended: a message it held (it failed before it could wait) is dropped."""
         self._held.pop(execution_id, None)
@@ -99,21 +129,27 @@ class Conversations:
         worker's (reaped). The run's memory `turns` are written with the reply taken or the
         wait."""
         state = run.waiting or {}
+        wait_for = state.get("waitFor") or "reply"
+        line = self._line_left(payload, running, wait_for)
         waiting = running.next(
             status=Status.WAITING,
             waiting_since=now_ms(),
             wait_till=state.get("waitTill"),
             waiting_node=state.get("node"),
+            wait_for=wait_for,
             last_node_executed=run.last_node,
             **run_data,
         )
         # What a resume needs besides the engine's state: the workflow version it started with,
-        # as its task named it, its trigger, and where the editor (if it started it) listens.
+        # as its task named it, its trigger, where the editor (if it started it) listens, whether
+        # it streams and how many events its channel carried (the resumed run numbers on).
         saved = dumps({"engine": state, "source": payload.source(), "trigger": payload.start_node,
-                       "pushRef": payload.push_ref})  # fmt: skip
+                       "pushRef": payload.push_ref, "streaming": payload.streaming,
+                       "events": self._published(running.id),
+                       "leftLine": line is not None})  # fmt: skip
         attempt = secrets.token_hex(8)  # its retries get the answer its first try got
         outcome, reply = retrying(
-            lambda: self.store.pause(running, waiting, saved, attempt, turns),
+            lambda: self.store.pause(running, waiting, saved, attempt, turns, wait_for == "reply"),
             "waiting for a reply",
             log,
         )
@@ -122,6 +158,8 @@ class Conversations:
             self._send(payload, running.id, held)
         if outcome in ("paused", "refused"):  # it left this worker: no numbering kept for it
             self.outbox.forget(self.keys.execution_events(running.id))
+        if outcome == "paused" and line is not None:
+            retrying(lambda: self.store.lines.leave(line, running.id), "the session's line", log)
         if outcome == "refused":
             log.warning("execution %s stopped being ours before it could wait", running.id)
         elif outcome == "paused" and payload.push_ref:

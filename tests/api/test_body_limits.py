@@ -105,6 +105,7 @@ DOORS = [
     ("rest", "POST", "/rest/workflows", _object, JSON, PROCESS_LIMIT, 400),
     ("sign-in", "POST", "/rest/login", _object, JSON, PROCESS_LIMIT, 403),
     ("waiting link", "GET", "/webhook-waiting/nothing/node", _object, JSON, PROCESS_LIMIT, 404),
+    ("resume URL", "POST", "/webhook-waiting/nothing", _object, JSON, PROCESS_LIMIT, 404),
     ("health", "GET", "/healthz", _object, JSON, PROCESS_LIMIT, 200),
 ]
 

@@ -197,7 +197,10 @@ class ReferenceStore:
             if rev == record.rev:
                 break
             record = self.get(execution_id)  # type: ignore[assignment]  # it waited again
-        queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None)
+        if queue and record.wait_for not in (None, "reply"):  # a Wait node's: for a Chat node
+            self.replies.setdefault(execution_id, []).append(dumps(reply))
+            return Reply.QUEUED, None
+        queued = record.next(status=Status.NEW, queued_at=now_ms(), wait_till=None, wait_for=None)
         self.records[execution_id] = queued.encode()
         self.queued.add(execution_id)
         self.waiting_index.pop(execution_id, None)
@@ -245,7 +248,8 @@ class ReferenceStore:
             self.leases[execution_id] = token
 
     def pause(self, running: ExecutionRecord, waiting: ExecutionRecord, resume_state: str,
-              attempt: str, turns: Sequence[TurnWrite] = ()) -> tuple[str, str | None]:  # fmt: skip
+              attempt: str, turns: Sequence[TurnWrite] = (),
+              take_reply: bool = True) -> tuple[str, str | None]:  # fmt: skip
         execution_id = running.id
         status, rev, claim = self._header(execution_id)
         if claim != running.claim:
@@ -260,7 +264,7 @@ class ReferenceStore:
             return "refused", None
         if execution_id in self.stops:
             return "stopped", None
-        if self.replies.get(execution_id):
+        if take_reply and self.replies.get(execution_id):
             reply = self.replies[execution_id].pop(0)
             self.taken[execution_id] = mark + reply
             self._write_turns(turns)

@@ -343,6 +343,28 @@ class StoreConformance:
         assert probe.store.resume_expired(paused) is None
         assert probe.store.get("e1") == queued
 
+    def test_a_wait_that_takes_no_reply_leaves_chat_messages_for_the_next_chat_node(self, probe):
+        record = new(probe)
+        assert probe.store.reply(record, chat("early")) == (Reply.QUEUED, None)
+        running = claimed(probe, record)
+        paused = running.next(status=Status.WAITING, wait_for="time", wait_till=10**13)
+        assert probe.store.pause(running, paused, "{}", "a1", take_reply=False) == ("paused", None)
+        assert texts(probe.replies("e1")) == ["early"]
+        # A chat message while a Wait node waits is queued too: its time or its URL resumes it.
+        assert probe.store.reply(paused, chat("meanwhile")) == (Reply.QUEUED, None)
+        assert probe.store.get("e1") == paused
+        queued = probe.store.resume_expired(paused)
+        assert (queued.status, queued.wait_for) == (Status.NEW, None)
+        running = claimed(probe, queued, "t2")
+        outcome, reply = probe.store.pause(running, running.next(status=Status.WAITING), "{}", "b1")
+        assert outcome == "reply" and texts([reply]) == ["early"]  # the Chat node's, in order
+        assert texts(probe.replies("e1")) == ["meanwhile"]
+
+    def test_a_chat_message_resumes_a_chat_nodes_wait(self, probe):
+        running = claimed(probe, new(probe))
+        paused = waiting(probe, running, wait_for="reply")
+        assert probe.store.reply(paused, chat("Ada"))[0] == Reply.RESUMED
+
     def test_a_click_that_only_a_wait_takes_is_refused_by_an_execution_that_does_not_wait(
         self, probe
     ):

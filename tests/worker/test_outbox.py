@@ -319,3 +319,33 @@ def test_an_execution_that_waits_for_a_reply_leaves_no_numbering_in_its_worker(r
     assert outcome == "paused"
     assert outbox.flush(keys.execution_events("e1")).wait(5)
     assert outbox.numbered == 0
+
+
+def test_a_resumed_execution_numbers_its_events_on_from_where_its_wait_left_them(
+    redis_url, redis_client, keys
+):
+    """A stream open across a wait (a Wait node in a streaming chat) reads one numbering: the
+    run that goes on, here or on another worker, publishes no number twice and skips none."""
+    channel = keys.execution_events("e1")
+    pubsub = _subscriber(redis_url, channel)
+    store = ExecutionStore(redis_client, keys)
+    outbox = Outbox(redis_client)
+    record = ExecutionRecord("e1", "w1", created_at=now_ms(), response_mode="streaming")
+    store.create(record)
+    running = record.next(status=Status.RUNNING, claim="t1")
+    assert store.claim(record, running)
+    outbox.chunk(channel, {"type": "item", "content": "before"})
+    run = Run(status=Status.WAITING, waiting={"node": "Wait", "waitFor": "time"})
+    payload = TaskPayload(running, workflow={"id": "w1"}, streaming=True, response_mode="streaming")
+    conversations = Conversations(store, outbox)
+    assert conversations.pause(payload, running, run, {})[0] == "paused"
+    saved = conversations.waiting.resume_state("e1")
+    assert (saved["events"], saved["streaming"]) == (1, True)
+    queued = store.resume_expired(store.get("e1"))
+    resumed = TaskPayload.decode(TaskPayload.resuming(queued, saved, None).encode())
+    assert (resumed.events, resumed.streaming, resumed.expired) == (1, True, True)
+    conversations.continue_numbering(resumed, queued)  # on this worker, just after its forget
+    outbox.chunk(channel, {"type": "item", "content": "after"})
+    assert outbox.flush(channel).wait(5)
+    assert [m["s"] for m in _messages(pubsub, 2)] == [0, 1]
+    assert outbox.final(channel, FinalResult(Status.SUCCESS))[1] == 2

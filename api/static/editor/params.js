@@ -60,6 +60,8 @@ function field(prop, target, commit, path, scope) {
       }),
     );
   }
+  // A resource mapper holds its expressions inside its values: no expression toggle of its own.
+  if (prop.type === "resourceMapper") label.querySelector(".expr-toggle")?.remove();
   if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, scope));
   else if (prop.type === "filter") wrap.append(filterControl(prop, value, set, scope));
   else if (prop.type === "fixedCollection") {
@@ -135,6 +137,7 @@ function control(prop, value, set, preview) {
     if (prop.typeOptions?.minValue !== undefined) input.min = String(prop.typeOptions.minValue);
     return [input];
   }
+  if (prop.type === "resourceMapper") return [mapper(value, set)];
   if (prop.type === "resourceLocator") {
     const input = el("input", {
       type: "text",
@@ -144,6 +147,26 @@ function control(prop, value, set, preview) {
     return [input];
   }
   return [text(prop, value, set)];
+}
+
+// A sub-workflow's inputs (n8n's resource mapper): its values as JSON, one per input, each a
+// value or an expression ("={{ $json.name }}"); the rest of the mapper is kept as it is.
+function mapper(value, set) {
+  const current = value && typeof value === "object" ? value : {};
+  const input = el("textarea", { rows: "4", class: "mapper" });
+  input.value = JSON.stringify(current.value || {}, null, 2);
+  input.addEventListener("change", (e) => {
+    let values;
+    try {
+      values = JSON.parse(e.target.value || "{}");
+    } catch (err) {
+      input.classList.add("error");
+      return;
+    }
+    input.classList.remove("error");
+    set({ mappingMode: "defineBelow", ...current, value: values });
+  });
+  return input;
 }
 
 function text(prop, value, set) {
