@@ -22,17 +22,19 @@ def observation(output: str) -> str:
     return dumps([{"response": output}])
 
 
-def call_messages(call: ToolCall, output: str, named: bool) -> list[ChatMessage]:
-    """One call and its result. `named`: the tool message carries the tool's name (what memory
-    keeps; n8n's request within the turn leaves it out)."""
+def call_messages(call: ToolCall, told: str, named: bool) -> list[ChatMessage]:
+    """One call and what the model is told of its result (`observation`, or the tool's own).
+    `named`: the tool message carries the tool's name (what memory keeps; n8n's request within
+    the turn leaves it out)."""
     asked = ToolCall(call.name, {**call.args, "id": call.id}, call.id)
     return [
         ai("", [asked], blocks=[]),
-        tool(observation(output), call.id, call.name if named else None),
+        tool(told, call.id, call.name if named else None),
     ]
 
 
 def saved_turn(text: str, calls: list[tuple[ToolCall, str]], answer: str) -> list[ChatMessage]:
-    """The messages memory keeps for a turn: the user's, each call with its result, the answer."""
-    steps = [message for call, output in calls for message in call_messages(call, output, True)]
+    """The messages memory keeps for a turn: the user's, each call with what the model was told
+    of its result, the answer."""
+    steps = [message for call, told in calls for message in call_messages(call, told, True)]
     return [human(text), *steps, ai(answer)]

@@ -42,7 +42,7 @@ from engine.workflow import Node
 from memory.base import SessionMemory
 from memory.history import load_for_model
 from memory.messages import ChatMessage, ToolCall, human, system, tool
-from memory.tool_turn import call_messages, saved_turn
+from memory.tool_turn import call_messages, observation, saved_turn
 
 NO_PROMPT = (
     "No prompt specified: expected to find the prompt in an input field called 'chatInput' "
@@ -180,7 +180,8 @@ class _AgentTurn:
             self.tools[supplied.name] = (node, supplied)
         self.model: ChatModel = ctx.supply(self.model_node, index)
         self.v3 = ctx.node.type_version >= TOOL_TURNS_FROM
-        self.calls: list[tuple[ToolCall, str]] = []  # this turn's tool calls and their outputs
+        # this turn's tool calls and what the model was told of their outputs
+        self.calls: list[tuple[ToolCall, str]] = []
         self.stream_tools = False
 
     def run(self) -> Item:
@@ -260,9 +261,10 @@ class _AgentTurn:
                 messages.append(reply)
             for call in reply.tool_calls:
                 output = self._call_tool(call)
-                self.calls.append((call, output))
+                told = self._told(call, output)
+                self.calls.append((call, told))
                 if self.v3:
-                    messages.extend(call_messages(call, output, named=False))
+                    messages.extend(call_messages(call, told, named=False))
                 else:
                     messages.append(tool(output, call.id))
         raise NodeExecutionError(
@@ -295,6 +297,13 @@ class _AgentTurn:
             raise
         report("success", tokens)
         return reply
+
+    def _told(self, call: ToolCall, output: str) -> str:
+        """What n8n's Agent 3.x tells the model of a call's output: a tool that says so itself
+        (a sub-workflow's items), else `[{"response": output}]`."""
+        supplied = self.tools.get(call.name)
+        observe = getattr(supplied[1], "observation", None) if supplied else None
+        return observe(output) if observe else observation(output)
 
     def _call_tool(self, call: ToolCall) -> str:
         found = self.tools.get(call.name)
