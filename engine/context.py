@@ -69,11 +69,15 @@ class Execution:
 
 
 def get_path(data: dict[str, Any], path: str, default: Any = None) -> Any:
+    """The value at a dotted path; a number part indexes a list (`rules.values.0.conditions`)."""
     current: Any = data
     for part in path.split("."):
-        if not isinstance(current, dict) or part not in current:
+        if isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        elif isinstance(current, dict) and part in current:
+            current = current[part]
+        else:
             return default
-        current = current[part]
     return current
 
 
@@ -148,13 +152,21 @@ class _NodeContext:
         )
 
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
+        return self._resolved(path, default, item_index, keep_undefined=False)
+
+    def get_filter(self, path: str, item_index: int = 0) -> Any:
+        return self._resolved(path, {}, item_index, keep_undefined=True)
+
+    def _resolved(self, path: str, default: Any, item_index: int, *, keep_undefined: bool) -> Any:
         raw = get_path(self.parameters, path, default)
         if not has_expression(raw):
             # What `resolve` would answer (a new structure), without the expression data it
             # would build for nothing: most parameters are plain values.
             return plain_copy(raw)
+        data = self.expression_data(item_index)
+        data.keep_undefined = keep_undefined
         try:
-            return resolve(raw, self.expression_data(item_index))
+            return resolve(raw, data)
         except ExpressionError as err:
             err.node, err.parameter, err.item_index = self.node.name, path, item_index
             raise
@@ -163,9 +175,20 @@ class _NodeContext:
 class ExecuteContext(_NodeContext):
     """What a main node (trigger, Agent, Set, ...) sees."""
 
-    def __init__(self, execution: Execution, node: Node, input_items: list[Item], run_index: int):
+    def __init__(
+        self,
+        execution: Execution,
+        node: Node,
+        input_items: list[Item],
+        run_index: int,
+        inputs: list[list[Item]] | None = None,
+    ):
         super().__init__(execution, node, input_items)
         self.run_index = run_index
+        self.inputs = inputs if inputs is not None else [input_items]
+
+    def input_data(self, index: int) -> list[Item]:
+        return self.inputs[index] if index < len(self.inputs) else []
 
     def is_streaming(self) -> bool:
         return self.execution.is_streaming()

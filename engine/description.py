@@ -39,6 +39,7 @@ PropertyType = Literal[
     "fixedCollection",
     "resourceLocator",
     "json",
+    "filter",  # n8n's conditions: {"conditions": [...], "combinator", "options"}
 ]
 # The node creator's sections (n8n: Triggers; AI › Agents, Models, Memory, Tools; Core).
 Group = Literal["trigger", "agent", "model", "memory", "tool", "core"]
@@ -175,6 +176,11 @@ class NodeDescription:
     version: float = 1  # the typeVersion a new node gets
     inputs: tuple[Input, ...] = (Input("main"),)
     outputs: tuple[str, ...] = ("main",)
+    output_names: tuple[str, ...] = ()  # n8n's outputNames: what each main output is called
+    input_names: tuple[str, ...] = ()  # n8n's input displayNames (a Merge's "Input 1", ...)
+    # The main outputs follow the parameters (n8n's outputs expression: a Switch's rules); the
+    # editor offers one more output port than the highest connected one.
+    dynamic_outputs: bool = False
     credentials: tuple[CredentialSlot, ...] = ()
     properties: tuple[Property, ...] = ()
     subtitle: str = ""  # the search words the node creator also matches
@@ -200,6 +206,9 @@ class NodeDescription:
             "defaults": {"name": self.display_name},
             "inputs": [i.to_json() for i in self.inputs],
             "outputs": list(self.outputs),
+            "outputNames": list(self.output_names),
+            "inputNames": list(self.input_names),
+            "dynamicOutputs": self.dynamic_outputs,
             "credentials": [c.to_json() for c in self.credentials],
             "properties": [p.to_json() for p in self.properties],
             "subtitle": self.subtitle,
@@ -336,7 +345,10 @@ def _check_value(prop: Property, value: Any, node: str, path: str, scope: _Scope
         raise WorkflowValidationError(f"{prop.display_name} {problem} ({path})", node=node)
     if prop.type == "options":
         allowed = [o.value for o in prop.options]
-        if value not in allowed:
+        # n8n's options loaded at run time (a Switch's fallback output index) are not a list
+        # known here: the node checks them when it runs.
+        dynamic = "loadOptionsMethod" in prop.type_options
+        if value not in allowed and not dynamic:
             raise WorkflowValidationError(
                 f'unknown {prop.display_name.lower()} "{value}"', node=node
             )
@@ -382,7 +394,7 @@ def _type_problem(prop: Property, value: Any) -> str | None:
         return "must be a number"
     if kind == "boolean" and not isinstance(value, bool):
         return "must be true or false"
-    if kind in ("collection", "fixedCollection") and not isinstance(value, dict):
+    if kind in ("collection", "fixedCollection", "filter") and not isinstance(value, dict):
         return "must be an object"
     if kind == "resourceLocator" and not isinstance(value, str | dict):
         return "must be text or a resource locator"

@@ -1,5 +1,6 @@
-"""Runs a workflow's main graph in n8n's (v1) order: depth first, a node's children before its
-siblings, items flowing along main connections. Sub-nodes run when the node that owns them asks.
+"""Runs a workflow's main graph in n8n's (v1) order (engine/schedule.py): depth first, a node's
+children before its siblings, items flowing along main connections, a node with several inputs
+held until they came or nothing else can run. Sub-nodes run when the node that owns them asks.
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import deque
 from typing import Any
 
 from core.clock import now_ms
@@ -17,6 +17,7 @@ from engine.errors import EngineError, ExecutionCanceled, NodeExecutionError, Wa
 from engine.hooks import Hooks
 from engine.node import Item
 from engine.run_data import Run
+from engine.schedule import Frame, Schedule
 from engine.services import Services
 from engine.workflow import Node, Workflow
 
@@ -53,11 +54,14 @@ def run_workflow(
     )
     run = Run(status="success", started_at=now_ms())
     execution.hooks.run("workflowExecuteBefore", execution)
+    schedule: Schedule | None
     if resume is None:
-        stack: deque[Frame] = deque([(_start_node(workflow, start_node), start_items, None)])
+        schedule = Schedule(workflow)
+        schedule.start(_start_node(workflow, start_node), start_items)
     else:
-        stack = _resumed(execution, run, resume)
-    _drive(execution, run, stack)
+        schedule = _resumed(execution, run, resume)
+    if schedule is not None:
+        _drive(execution, run, schedule)
     run.run_data = execution.run_data
     run.streamed = execution.streamed
     run.stopped_at = now_ms()
@@ -65,46 +69,33 @@ def run_workflow(
     return run
 
 
-Frame = tuple[Node, list[Item], str | None]  # a node to run, its input items, its parent
-
-
-def _drive(execution: Execution, run: Run, stack: deque[Frame]) -> None:
-    workflow = execution.workflow
-    while stack:
-        node, items, parent = stack.popleft()
+def _drive(execution: Execution, run: Run, schedule: Schedule) -> None:
+    while (frame := schedule.next()) is not None:
+        node = frame.node
         run.last_node = node.name
         try:
             execution.checkpoint()  # stopped, timed out or over its CPU time: ends here
-            outputs = _run_node(execution, node, items, parent)
+            outputs = _run_node(execution, frame)
         except WaitingForReply as wait:
             run.status = "waiting"
-            run.waiting = _waiting_state(execution, run, node, items, stack, wait)
+            run.waiting = _waiting_state(execution, run, frame, schedule, wait)
             return
         except EngineError as err:
             _fail(execution, run, node, err)
             return
-        stack.extendleft(reversed(_children(workflow, node, outputs)))
+        schedule.add_children(node, outputs, len(execution.run_data[node.name]) - 1)
 
 
-def _children(workflow: Workflow, node: Node, outputs) -> list[Frame]:
-    children: list[Frame] = []
-    for output_index, output_items in enumerate(outputs):
-        if not output_items:
-            continue
-        for conn in workflow.main_children(node.name, output_index):
-            # A disabled child still runs: it passes its input through, as in n8n.
-            children.append((workflow.nodes[conn.target], output_items, node.name))
-    return children
-
-
-def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) -> dict[str, Any]:
+def _waiting_state(execution, run, frame: Frame, schedule: Schedule, wait) -> dict[str, Any]:
     return {
-        "node": node.name,
-        "nodeId": node.id,
-        "runIndex": len(execution.run_data.get(node.name, [])) - 1,
-        "items": items,
+        "node": frame.node.name,
+        "nodeId": frame.node.id,
+        "runIndex": len(execution.run_data.get(frame.node.name, [])) - 1,
+        "items": frame.items,
+        "inputs": frame.inputs,
         "waitTill": wait.wait_till_ms,
-        "stack": [[n.name, frame_items, parent] for n, frame_items, parent in stack],
+        # what was queued when it paused, and the inputs held for nodes that take several
+        **schedule.to_json(),
         "runData": execution.run_data,
         "executionIndex": execution.execution_index,
         "startedAt": run.started_at,
@@ -113,7 +104,7 @@ def _waiting_state(execution, run, node, items, stack, wait: WaitingForReply) ->
     }
 
 
-def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Frame]:
+def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> Schedule | None:
     """Put the execution back where it waited, give the waiting node its reply (its run turns
     from `waiting` to `success` with the node's resume output), and return what is left to run:
     that node's children first, then what was queued when it paused. A node may also decline
@@ -122,9 +113,7 @@ def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Fr
     execution.run_data = state["runData"]
     execution.execution_index = state["executionIndex"]
     run.started_at = state.get("startedAt") or run.started_at
-    stack: deque[Frame] = deque(
-        (workflow.nodes[name], items, parent) for name, items, parent in state["stack"]
-    )
+    schedule = Schedule.from_json(workflow, state)
     node = workflow.nodes[state["node"]]
     run.last_node = node.name
     run_index = state["runIndex"]
@@ -134,25 +123,26 @@ def _resumed(execution: Execution, run: Run, resume: dict[str, Any]) -> deque[Fr
         outputs = _resume_output(execution, node, state, resume)
     except WaitingForReply:
         run.status, run.waiting = "waiting", state
-        return deque()
+        return None
     except EngineError as err:
         err.node = err.node or node.name
         task.update(executionStatus="error", error=error_json(err, node.name))
         _fail(execution, run, node, err)
-        return deque()
+        return None
     task["data"] = {"main": outputs}
     task["executionStatus"] = "success"
     task["executionTime"] = task.get("executionTime", 0) + int((time.monotonic() - started) * 1000)
     execution.hooks.run("nodeExecuteAfter", execution, node.name, run_index, task)
-    stack.extendleft(reversed(_children(workflow, node, outputs)))
-    return stack
+    schedule.add_children(node, outputs, run_index)
+    return schedule
 
 
 def _resume_output(execution: Execution, node: Node, state: dict[str, Any], resume) -> Any:
     if resume.get("expired"):
         # n8n resumes a wait whose time ran out with the node disabled: its input passes on.
         return [state["items"]]
-    ctx = ExecuteContext(execution, node, state["items"], state["runIndex"])
+    inputs = state.get("inputs") or [state["items"]]
+    ctx = ExecuteContext(execution, node, inputs[0], state["runIndex"], inputs)
     return execution.workflow.node_type(node.name).resume(ctx, resume["reply"])
 
 
@@ -172,20 +162,21 @@ def _start_node(workflow: Workflow, name: str | None) -> Node:
     return parentless[0]
 
 
-def _run_node(execution: Execution, node: Node, items: list[Item], parent: str | None):
+def _run_node(execution: Execution, frame: Frame):
+    node = frame.node
     run_index = len(execution.run_data.get(node.name, []))
     execution.hooks.run("nodeExecuteBefore", execution, node.name, run_index)
     task: dict[str, Any] = {
         "startTime": now_ms(),
         "executionIndex": execution.next_index(),
-        "source": [{"previousNode": parent}] if parent else [],
+        "source": frame.sources,
     }
     started = time.monotonic()
     try:
         if node.disabled:
-            outputs = [items]
+            outputs = [frame.items]
         else:
-            ctx = ExecuteContext(execution, node, items, run_index)
+            ctx = ExecuteContext(execution, node, frame.items, run_index, frame.inputs)
             outputs = execution.workflow.node_type(node.name).execute(ctx)
     except ExecutionCanceled as err:
         _record(execution, node, run_index, task, started, status="canceled", error=err)

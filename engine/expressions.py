@@ -53,6 +53,9 @@ class ExpressionData:
     # Called every few thousand steps: may raise an EngineError (the execution is over its CPU
     # time, or stopped), which ends the evaluation as it is, or let other work run meanwhile.
     checkpoint: Checkpoint | None = None
+    # An expression that gives `undefined` answers UNDEFINED instead of None (null): a
+    # condition compares the two differently (engine/conditions.py).
+    keep_undefined: bool = False
 
 
 def is_expression(value: Any) -> bool:
@@ -153,6 +156,8 @@ class _Evaluator:
                     f"result too large ({size:,} > {MAX_RESULT_CHARACTERS:,} characters as JSON)"
                 )
             return copy.deepcopy(value)
+        if value is UNDEFINED and self.data.keep_undefined:
+            return UNDEFINED
         return js.stored(value)
 
     def charge(self, amount: int) -> None:

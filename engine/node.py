@@ -63,11 +63,20 @@ class ExecuteFunctions(NodeFunctions, Protocol):
     """What a main node's `execute(ctx)` may use."""
 
     @property
-    def input_items(self) -> list[Item]: ...
+    def input_items(self) -> list[Item]:
+        """The items of main input 0."""
+
+    def input_data(self, index: int) -> list[Item]:
+        """The items of main input `index` (n8n's getInputData(index)); empty if none came."""
 
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
         """The parameter at dotted `path` over the type's defaults, expressions resolved on
         input item `item_index`."""
+
+    def get_filter(self, path: str, item_index: int = 0) -> Any:
+        """A filter parameter (the conditions of IF, Filter, Switch) at `path`, expressions
+        resolved on input item `item_index`, a missing value kept `undefined` (not null), as
+        engine/conditions.py compares them."""
 
     def is_streaming(self) -> bool: ...
 
@@ -142,6 +151,15 @@ class NodeType:
 
     def validate(self, node: Node) -> None:
         """Raise WorkflowValidationError for parameters that can never work."""
+
+    def main_input_count(self, node: Node) -> int:
+        """How many main inputs `node` has (a Merge: its numberInputs)."""
+        return sum(1 for i in self.description.inputs if i.type == "main")
+
+    def required_inputs(self, node: Node) -> int | list[int] | None:
+        """n8n's requiredInputs: the inputs (a count, or their indexes) that must have items
+        before a node with several inputs runs once nothing else can; None: any."""
+        return None
 
     def activation_warning(self, node: Node, queue_mode: bool) -> str | None:
         """Something the user should know when a workflow with this node is activated."""

@@ -95,6 +95,22 @@ class Workflow:
     def main_parents(self, name: str) -> list[Connection]:
         return [c for c in self.connections if c.target == name and c.type == "main"]
 
+    def main_input_count(self, name: str) -> int:
+        """Main input slots connected to `name`: the highest connected index + 1 (n8n's
+        connectionsByDestinationNode[name].main.length)."""
+        return max((c.target_input + 1 for c in self.main_parents(name)), default=0)
+
+    def main_ancestors(self, name: str) -> set[str]:
+        """Every node upstream of `name` along main connections."""
+        seen: set[str] = set()
+        todo = [c.source for c in self.main_parents(name)]
+        while todo:
+            parent = todo.pop()
+            if parent not in seen:
+                seen.add(parent)
+                todo += [c.source for c in self.main_parents(parent)]
+        return seen
+
     def sub_nodes(self, name: str, connection_type: str) -> list[Node]:
         """Sub-nodes plugged into `name` through `connection_type`, in connection order."""
         return [

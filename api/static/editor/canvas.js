@@ -9,6 +9,7 @@
 // through the callbacks; main.js changes the document and renders again.
 
 import { slotLabel } from "./node-types.js";
+import { drawPorts, portY } from "./ports.js";
 import { svg } from "./util.js";
 
 const MAIN = { w: 100, h: 100 };
@@ -166,24 +167,25 @@ export class Canvas {
       out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, supplies));
       g.append(out);
     }
-    if (this.types && !isSub) {
-      if (this.types.hasMainInput(node.type)) {
-        const attrs = { class: "handle in", cx: 0, cy: size.h / 2, r: 7, "data-node": node.name };
-        g.append(svg("circle", attrs));
-      }
-      if (this.types.hasMainOutput(node.type)) {
-        const out = svg("circle", { class: "handle out", cx: size.w, cy: size.h / 2, r: 7 });
-        out.addEventListener("pointerdown", (e) => this.pressWire(e, node.name, "main"));
-        g.append(out);
-      }
-    }
+    const ports = this.types && !isSub ? this.types.mainPorts(node, this.connectedOutputs(node.name)) : null;
+    if (ports) drawPorts(g, node, size, ports, (e, i) => this.pressWire(e, node.name, "main", i));
     const badge = svg("g", { class: "run-badge", transform: `translate(${size.w - 4} 4)` });
     badge.append(svg("circle", { r: 13 }), svg("text", { class: "run-count", y: 5, text: "" }));
     const mark = isSub ? { x: size.w / 2, y: 22 } : { x: 8, y: 20 };
     g.append(badge, svg("text", { class: "state-mark", ...mark, text: "" }));
     g.append(svg("text", { class: "issue", x: size.w / 2, y: -12, text: "" }));
-    this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node });
+    this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node, ports });
     return g;
+  }
+
+  // The highest main output of `name` that has a connection, plus one.
+  connectedOutputs(name) {
+    const outputs = ((this.workflow.connections || {})[name] || {}).main || [];
+    let count = 0;
+    outputs.forEach((targets, i) => {
+      if ((targets || []).length) count = i + 1;
+    });
+    return count;
   }
 
   drawEdges() {
@@ -192,7 +194,7 @@ export class Canvas {
       for (const [type, outputs] of Object.entries(byType || {})) {
         (outputs || []).forEach((targets, output) => {
           for (const target of targets || []) {
-            const d = this.edgePath(source, output, type, target.node);
+            const d = this.edgePath(source, output, type, target.node, target.index || 0);
             if (!d) continue;
             const edge = { source, type, output, target: target.node };
             const cls = type === "main" ? "edge main" : `edge ai ${type}`;
@@ -207,14 +209,15 @@ export class Canvas {
     }
   }
 
-  edgePath(source, output, type, target) {
+  edgePath(source, output, type, target, input = 0) {
     const from = this.boxes.get(source);
     const to = this.boxes.get(target);
     if (!from || !to) return null;
     if (type === "main") {
-      const outputs = 1 + output;
-      const sy = from.y + (from.h * (output + 1)) / (outputs + 1);
-      return curve(from.x + from.w, sy, to.x, to.y + to.h / 2);
+      const outputs = Math.max(from.ports?.outputs || 1, output + 1);
+      const inputs = Math.max(to.ports?.inputs || 1, input + 1);
+      const sy = from.y + portY(from.h, outputs, output);
+      return curve(from.x + from.w, sy, to.x, to.y + portY(to.h, inputs, input));
     }
     const slot = Math.max(0, to.aiTypes.indexOf(type));
     const [x1, y1] = [from.x + from.w / 2, from.y];
@@ -262,12 +265,15 @@ export class Canvas {
 
   // Drag a new connection: from a main output to a main input, or from a sub-node's top to
   // an ai_* slot of the node it should serve.
-  pressWire(event, source, type) {
+  pressWire(event, source, type, output = 0) {
     if (event.button !== 0) return;
     event.stopPropagation();
     const box = this.boxes.get(source);
     const main = type === "main";
-    const [x1, y1] = main ? [box.x + box.w, box.y + box.h / 2] : [box.x + box.w / 2, box.y];
+    const outputs = box.ports?.outputs || 1;
+    const [x1, y1] = main
+      ? [box.x + box.w, box.y + portY(box.h, outputs, output)]
+      : [box.x + box.w / 2, box.y];
     const wire = svg("path", { class: "edge drawing", d: "" });
     this.edgeLayer.append(wire);
     const move = (e) => {
@@ -281,7 +287,10 @@ export class Canvas {
       const hit = document.elementFromPoint(e.clientX, e.clientY);
       const target = hit?.closest(".node")?.getAttribute("data-node-name");
       if (!target || target === source) return;
-      if (main && hit.closest(".handle.in")) this.cb.onConnect(source, "main", target);
+      const port = hit.closest(".handle.in");
+      if (main && port) {
+        this.cb.onConnect(source, "main", target, "main", output, Number(port.getAttribute("data-input")) || 0);
+      }
       const slot = hit.closest(".slot");
       if (!main && slot) this.cb.onConnect(source, slot.getAttribute("data-slot"), target, type);
     };

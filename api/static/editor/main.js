@@ -258,7 +258,7 @@ function slotIsFull(nodeName, slotType) {
 }
 
 // A connection dragged on the canvas: main output to main input, or a sub-node to a slot.
-function connect(source, type, target, supplied = "main") {
+function connect(source, type, target, supplied = "main", output = 0, input = 0) {
   const node = state.doc.node(target);
   if (type === "main" && !state.types.hasMainInput(node.type)) {
     notify(`"${target}" has no input to connect to.`);
@@ -270,7 +270,7 @@ function connect(source, type, target, supplied = "main") {
     return;
   }
   if (type !== "main" && slotIsFull(target, type)) return;
-  state.doc.connect(source, type, target);
+  state.doc.connect(source, type, target, output, input);
 }
 
 function deleteSelection() {

@@ -48,6 +48,21 @@ export class NodeTypes {
     return Boolean(type && type.outputs.includes("main"));
   }
 
+  // How many main inputs and outputs a node has (its ports on the canvas): the declared ones;
+  // a node with a "numberInputs" parameter (Merge) takes that many inputs, and a node whose
+  // outputs depend on its parameters (`dynamicOutputs`: a Switch) gets one more port than its
+  // highest connected output. `connectedOutputs`: that highest index + 1.
+  mainPorts(node, connectedOutputs = 0) {
+    const type = this.get(node.type);
+    if (!type) return { inputs: 1, outputs: 1, outputNames: [], inputNames: [] };
+    const declaredIn = type.inputs.filter((i) => i.type === "main").length;
+    const wanted = Number((node.parameters || {}).numberInputs) || 0;
+    const inputs = declaredIn ? Math.max(declaredIn, wanted) : 0;
+    const declaredOut = type.outputs.filter((o) => o === "main").length;
+    const outputs = type.dynamicOutputs ? Math.max(declaredOut, connectedOutputs + 1) : declaredOut;
+    return { inputs, outputs, outputNames: type.outputNames || [], inputNames: type.inputNames || [] };
+  }
+
   // The connection type a sub-node supplies (ai_tool, ...), or null for a main node.
   supplies(typeName) {
     const type = this.get(typeName);

@@ -5,6 +5,7 @@
 // Every change leaves through onChange(parameters) (one undo step each); every string is
 // rendered as text.
 
+import { filterControl } from "./filter.js";
 import { displayed, engineDefault, shownValues } from "./node-types.js";
 import { el } from "./util.js";
 
@@ -46,7 +47,7 @@ function field(prop, target, commit, path, scope) {
   const label = el("label", { class: "param-label", text: prop.displayName });
   if (prop.required) label.append(el("span", { class: "required", text: " *" }));
   const wrap = el("div", { class: `param type-${prop.type}`, "data-param": path }, label);
-  if (prop.type !== "collection" && prop.type !== "fixedCollection") {
+  if (!["collection", "fixedCollection", "filter"].includes(prop.type)) {
     const expr = isExpression(value);
     label.append(
       el("button", {
@@ -60,6 +61,7 @@ function field(prop, target, commit, path, scope) {
     );
   }
   if (prop.type === "collection") wrap.append(collection(prop, target, commit, path, scope));
+  else if (prop.type === "filter") wrap.append(filterControl(prop, value, set, scope));
   else if (prop.type === "fixedCollection") {
     wrap.append(fixedCollection(prop, target, commit, path, scope));
   }

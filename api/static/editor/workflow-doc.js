@@ -168,8 +168,8 @@ export class WorkflowDoc extends EventTarget {
   }
 
   // --- connections -----------------------------------------------------------------------
-  connect(source, type, target) {
-    return this.change("connect", (data) => link(data, source, type, target));
+  connect(source, type, target, output = 0, input = 0) {
+    return this.change("connect", (data) => link(data, source, type, target, output, input));
   }
 
   disconnect({ source, type, output = 0, target }) {
@@ -204,12 +204,12 @@ function normalize(workflow) {
   return workflow;
 }
 
-function link(data, source, type, target) {
+function link(data, source, type, target, output = 0, input = 0) {
   const byType = (data.connections[source] = data.connections[source] || {});
   const outputs = (byType[type] = byType[type] || [[]]);
-  if (!outputs[0]) outputs[0] = [];
-  if (outputs[0].some((t) => t.node === target)) return false;
-  outputs[0].push({ node: target, type, index: 0 });
+  for (let i = 0; i <= output; i++) if (!outputs[i]) outputs[i] = [];
+  if (outputs[output].some((t) => t.node === target && (t.index || 0) === input)) return false;
+  outputs[output].push({ node: target, type, index: input });
   return true;
 }
 
