@@ -4,9 +4,10 @@ Redis: REDIS_URL when it is set (and `up` stops if nothing answers there); other
 embedded valkey-server, AOF in ./.mini-n8n/redis, on the port kept in ./.mini-n8n/state.json
 (a new free port the first time, or when another program holds that one). Never a Redis that
 merely answers on 6379. The generated api key is kept there too, so both survive a restart
-(mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the bundled examples); starts the api
-(gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers and
-prints the URLs. A process that dies on its own once the stack is up (the api, a worker, the
+(mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the
+bundled examples), keeping any workflow changed since its import (core/folder_import.py); starts
+the api (gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers
+and prints the URLs. A process that dies on its own once the stack is up (the api, a worker, the
 embedded Redis) is started again, and `up` says which and why (mini_n8n/supervision.py); one that
 dies while the stack starts stops it, and `up` exits non-zero. Ctrl-C or SIGTERM stops everything
 it started: children first (SIGTERM, then SIGKILL after a grace period), the embedded Redis last.
@@ -301,15 +302,16 @@ def _workflows_folder(option: str | None) -> Path | None:
 
 def _import(redis_url: str, keys: Keys, folder: Path) -> None:
 
+    from core.folder_import import import_folder
     from core.workflow_store import WorkflowStore
     from engine.workflow import load_workflow
 
     client = connect(redis_url, keys.cluster, decode_responses=True)
     try:
-        print(f"Workflows: importing {folder}")
+        print(f"Workflows: importing {folder} (a workflow changed since its import is kept)")
         parse = partial(load_workflow, max_nodes=Settings.from_env().max_nodes)
         store = WorkflowStore(client, keys, parse)
-        for line in store.import_directory(folder, activate=True):
+        for line in import_folder(store, folder):
             print(f"  {line}")
     finally:
         client.close()
