@@ -71,7 +71,8 @@ export class Canvas {
     this.types = types;
   }
 
-  // fit: frame every node; reveal: frame them only if that node left the view (a drag).
+  // fit: frame every node; reveal: bring that node into view if it is not (a drag, an add),
+  // moving the view as little as possible.
   render(workflow, { fit = false, reveal = null } = {}) {
     this.workflow = workflow;
     this.root.replaceChildren();
@@ -91,8 +92,8 @@ export class Canvas {
     this.drawEdges();
     if (this.selection && !this.selectionExists()) this.selection = null;
     this.markSelection();
-    const lost = reveal && this.outOfView(reveal);
-    if (fit || lost || !this.root.getAttribute("viewBox")) this.fit(nodes);
+    if (fit || !this.root.getAttribute("viewBox")) this.fit(nodes);
+    else if (reveal) this.reveal(reveal);
   }
 
   // The ai_* slots drawn under a node: its declared inputs (a trigger's only once used), and
@@ -353,6 +354,36 @@ export class Canvas {
     return [right.x + 260, right.y];
   }
 
+  // Where a node added after `parentName` goes: right of it, level with its output `output`
+  // (n8n's offsets for a node with several outputs), moved down past any node in the way.
+  placeAfter(parentName, output = 0) {
+    const parent = this.boxes.get(parentName);
+    if (!parent) return this.placeFor(null);
+    const outputs = parent.ports?.outputs || 1;
+    const x = parent.x + parent.w + 160;
+    let y = parent.y + (output - (outputs - 1) / 2) * (MAIN.h + 60);
+    const taken = (b) => b.x < x + MAIN.w && x < b.x + b.w && b.y < y + MAIN.h && y < b.y + b.h;
+    while ([...this.boxes.values()].some(taken)) y += MAIN.h + 60;
+    return [x, y];
+  }
+
+  // Show node `name` whole (with its label) if it is not: the view pans as little as needed, at
+  // the same zoom, so everything else keeps its place relative to the others; it zooms out only
+  // when the node cannot fit otherwise.
+  reveal(name) {
+    const b = this.boxes.get(name);
+    if (!b || !this.outOfView(name)) return;
+    let [x, y, w, h] = this.view();
+    const [x1, y1, x2, y2] = [b.x - PAD / 2, b.y - PAD / 2, b.x + b.w + PAD / 2, b.y + b.h + PAD / 2 + 30];
+    const grow = Math.max(1, (x2 - x1) / w, (y2 - y1) / h);
+    [w, h] = [w * grow, h * grow];
+    if (x1 < x) x = x1;
+    else if (x2 > x + w) x = x2 - w;
+    if (y1 < y) y = y1;
+    else if (y2 > y + h) y = y2 - h;
+    this.root.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
+  }
+
   outOfView(name) {
     const b = this.boxes.get(name);
     const [x, y, w, h] = this.view();
@@ -378,7 +409,8 @@ export class Canvas {
       boxes.push({ x, y, w: p.width || 240, h: p.height || 160 });
     }
     if (!boxes.length) {
-      this.root.setAttribute("viewBox", `${-PAD * 3} ${-PAD * 3} ${MIN_VIEW.w} ${MIN_VIEW.h}`);
+      // Room to the right of the first node and under it, where its sub-nodes go.
+      this.root.setAttribute("viewBox", `${-PAD * 3} ${-PAD * 2} ${MIN_VIEW.w} ${MIN_VIEW.h}`);
       return;
     }
     let minX = Math.min(...boxes.map((b) => b.x)) - PAD;
