@@ -263,7 +263,7 @@ def _check_sub_nodes(workflow: Workflow) -> None:
                 )  # n8n's words for this issue
             if spec.max_connections is not None and count > spec.max_connections:
                 raise WorkflowValidationError(
-                    f'takes at most {spec.max_connections} sub-node(s) at its '
+                    f"takes at most {spec.max_connections} sub-node(s) at its "
                     f'"{spec.display_name}" input',
                     node=node.name,
                 )

@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 from tests.e2e.deployment import fresh_ids
-from tests.editor.conftest import API_KEY
 from tests.editor.test_authoring import (
     AGENT,
     CALCULATOR,
