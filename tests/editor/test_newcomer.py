@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import httpx
 import pytest
 
 from tests.e2e.deployment import fresh_ids
@@ -194,4 +195,82 @@ def test_adding_sub_nodes_keeps_the_view_still_and_an_out_of_view_one_pans_it_in
     assert [w, h] == viewed[2:]  # panned, not zoomed
     box = page.evaluate("window.editor.state.workflow.nodes.find(n => n.name === 'Calculator1')")
     assert x <= box["position"][0] and box["position"][0] + 80 <= x + w
+    assert tab.errors == []
+
+
+# --- streaming --------------------------------------------------------------------------------
+NOT_STREAMED = (
+    "“When chat message received” has Response Mode “When Last Node Finishes”: its chat gets "
+    "this answer whole, not streamed. Click to open the trigger."
+)
+
+
+def build_trigger_agent_and_model(page) -> None:
+    add_from_creator(page, CHAT_TRIGGER)
+    add_from_creator(page, AGENT)
+    add_from_creator(page, MOCK)
+    expect(edge(page, "Mock Chat Model", "AI Agent", "ai_languageModel")).to_have_count(1)
+
+
+def test_a_chat_trigger_answering_when_the_last_node_finishes_says_so_beside_the_agent_and_in_its_panel(
+    deployment, new_tab
+):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    build_trigger_agent_and_model(page)
+    agent = node(page, "AI Agent")
+    expect(agent).to_have_attribute("data-hint", NOT_STREAMED)
+    expect(agent.locator(".hint-mark text")).to_have_text("⚠ answer not streamed")
+    agent.locator(".hint-mark text").click()  # opens the trigger
+    dialog = page.locator("#ndv")
+    expect(dialog.locator("#ndv-title")).to_have_text(TRIGGER)
+    expect(dialog.locator(".node-hint p")).to_have_text(
+        "Response Mode is “When Last Node Finishes” (the default, in n8n too): the chat page and "
+        "the chat URL get “AI Agent”'s answer whole once the workflow ends, not word by word; the "
+        "editor's chat streams either way. To stream it, set Options → Response Mode to "
+        "“Streaming”."
+    )
+    dialog.locator(".node-hint button").click()
+    expect(dialog.locator(".node-hint")).to_have_count(0)
+    mode = dialog.locator(".param[data-param='options.responseMode'] select")
+    expect(mode).to_have_value("streaming")
+    close_node(page)
+    expect(agent).not_to_have_attribute("data-hint", NOT_STREAMED)
+    expect(agent.locator(".hint-mark text")).to_have_text("")
+    trigger = page.evaluate(f"window.editor.state.doc.node({TRIGGER!r})")
+    assert trigger["parameters"] == {"options": {"responseMode": "streaming"}}
+    assert tab.errors == []
+
+
+def test_the_agents_panel_sets_its_trigger_to_streaming_and_the_public_chat_url_then_streams(
+    deployment, new_tab
+):
+    tab = open_new_workflow(new_tab, deployment)
+    page = tab.page
+    build_trigger_agent_and_model(page)
+    node(page, "AI Agent").click()
+    dialog = page.locator("#ndv")
+    expect(dialog.locator(".node-hint p")).to_contain_text(
+        "You are using streaming responses (Options → Enable Streaming), but the connected trigger "
+        "“When chat message received” has Response Mode “When Last Node Finishes”"
+    )
+    button = dialog.locator(".node-hint button")
+    expect(button).to_have_text("Set “When chat message received” to Streaming")
+    button.click()
+    expect(dialog.locator(".node-hint")).to_have_count(0)
+    close_node(page)
+    node(page, TRIGGER).click()
+    dialog.locator(".param[data-param='public'] input[type='checkbox']").check()
+    close_node(page)
+    page.click("#save")
+    expect(page.locator("#dirty")).to_be_hidden()
+    page.click("#toggle-active")
+    expect(page.locator("#toggle-active")).to_have_attribute("data-active", "true")
+    webhook_id = page.evaluate(f"window.editor.state.doc.node({TRIGGER!r}).webhookId")
+    body = {"action": "sendMessage", "sessionId": "streamed", "chatInput": "hello"}
+    url = f"{deployment.base}/webhook/{webhook_id}/chat"
+    with httpx.stream("POST", url, json=body, timeout=30) as response:
+        chunks = [json.loads(line) for line in response.iter_lines() if line.strip()]
+    types = [chunk["type"] for chunk in chunks]
+    assert types[0] == "begin" and types[-1] == "end" and types.count("item") > 1
     assert tab.errors == []

@@ -23,7 +23,7 @@ const DRAG_PX = 4; // a press that moves less than this is a click
 export class Canvas {
   constructor(root, callbacks) {
     this.root = root;
-    this.cb = callbacks; // onNodeClick, onSlotClick, onMove, onConnect, onSelect
+    this.cb = callbacks; // onNodeClick, onSlotClick, onMove, onConnect, onSelect, onHintClick
     this.types = null;
     this.boxes = new Map(); // node name -> {x, y, w, h, g, aiTypes, node}
     this.selection = null; // {kind: "node", name} | {kind: "edge", edge}
@@ -175,6 +175,10 @@ export class Canvas {
     const mark = isSub ? { x: size.w / 2, y: 22 } : { x: 8, y: 20 };
     g.append(badge, svg("text", { class: "state-mark", ...mark, text: "" }));
     g.append(svg("text", { class: "issue", x: size.w / 2, y: -12, text: "" }));
+    const hint = svg("g", { class: "hint-mark" }, svg("text", { x: size.w / 2, y: -30, text: "" }), svg("title"));
+    hint.addEventListener("pointerdown", (e) => e.stopPropagation());
+    hint.addEventListener("click", () => hint.dataset.open && this.cb.onHintClick?.(hint.dataset.open));
+    g.append(hint);
     this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node, ports });
     return g;
   }
@@ -337,6 +341,24 @@ export class Canvas {
     }
   }
 
+  // Hints (hints.js) above the node they are about: a short mark, the whole text as its tooltip;
+  // a click opens the node the hint names.
+  showHints(hints) {
+    for (const [name, box] of this.boxes) {
+      const hint = hints.get(name);
+      const mark = box.g.querySelector(".hint-mark");
+      mark.querySelector("text").textContent = hint ? hint.short : "";
+      mark.querySelector("title").textContent = hint ? hint.text : "";
+      if (hint) {
+        box.g.dataset.hint = hint.text;
+        mark.dataset.open = hint.trigger;
+      } else {
+        delete box.g.dataset.hint;
+        delete mark.dataset.open;
+      }
+    }
+  }
+
   // Where a new node goes: right of the rightmost main node, or under `parent` for a sub-node.
   placeFor(parentName, slotType) {
     const parent = parentName && this.boxes.get(parentName);
@@ -436,7 +458,7 @@ export class Canvas {
       box.g.querySelector(".run-count").textContent = runs.length ? String(runs.length) : "";
       const mark = { success: "✓", error: "!", running: "…" }[status] || "";
       box.g.querySelector(".state-mark").textContent = mark;
-      box.g.querySelector("title")?.remove();
+      box.g.querySelector(":scope > title")?.remove(); // the run summary, not a hint's
       if (runs.length) {
         const items = runs.map((r) => r.itemCount ?? 0).join(", ");
         box.g.append(svg("title", { text: `${name}: ${runs.length} run(s), items ${items}` }));

@@ -14,6 +14,7 @@ import { NodeView } from "./node-view.js";
 import { Push } from "./push.js";
 import { SignIn } from "./signin.js";
 import { UsersPage } from "./users.js";
+import { canvasHints } from "./hints.js";
 import { FINISHED, el, randomId } from "./util.js";
 import { Lifecycle } from "./lifecycle.js";
 import { WorkflowDoc } from "./workflow-doc.js";
@@ -49,6 +50,7 @@ const canvas = new Canvas($("#canvas"), {
   onSlotClick: addToSlot,
   onMove: (name, position) => state.doc.moveNode(name, position),
   onConnect: connect,
+  onHintClick: openNode,
 });
 const creator = new NodeCreator($("#creator"));
 const nodeView = new NodeView($("#ndv"), {
@@ -207,6 +209,7 @@ function onDocChange(kind, detail = {}) {
   canvas.render(workflow, { fit: REFIT.has(kind), reveal });
   canvas.show(state.current ? executions.get(state.current) || null : null);
   canvas.showIssues(state.issues);
+  canvas.showHints(canvasHints(workflow));
   const nameInput = $("#workflow-name");
   if (document.activeElement !== nameInput) nameInput.value = workflow.name || "";
   document.body.dataset.dirty = String(state.doc.dirty);
