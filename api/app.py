@@ -27,6 +27,7 @@ from api import (
 from api.rest import auth, signin
 from api.runtime import ApiRuntime
 from api.wait_webhook import bp as resume_calls
+from core.folder_import import import_folder
 from core.jsontext import dumps
 from core.settings import Settings
 
@@ -123,7 +124,7 @@ def _import_workflows(app: Flask, settings: Settings) -> None:
 def _import_once(rt, folders: list[str]) -> bool:
     try:
         for folder in folders:
-            for line in rt.workflows.import_directory(folder, activate=True):
+            for line in import_folder(rt.workflows, folder):
                 log.info(line)
         return True
     except redis.RedisError as err:

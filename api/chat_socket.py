@@ -90,14 +90,15 @@ def chat_socket():
     return Handled()
 
 
-def end_all(reason: str) -> None:
+def end_all(reason: str) -> int:
     """Close every chat socket of this process (the api is shutting down), so they do not hold
     the shutdown for the graceful timeout. A conversation loses nothing: the client reconnects
-    and gets what it has not been written yet (api/chat_feed.py)."""
+    and gets what it has not been written yet (api/chat_feed.py). Returns how many it closed."""
     with _open_lock:
         connections = list(_open)
     for connection in connections:
         connection.close(reason)
+    return len(connections)
 
 
 class ChatConnection:

@@ -77,7 +77,7 @@ def on_exit(server) -> None:
 def post_worker_init(worker) -> None:
     """On SIGTERM gunicorn stops accepting and waits for open requests up to its graceful
     timeout. Chat streams should finish in that time; editor push streams never finish on their
-    own, so a watcher ends them as soon as the worker is told to stop."""
+    own, so a watcher ends them as soon as the worker is told to stop (api/shutdown.py)."""
     import gevent
 
     # Each connection's greenlet would keep a copy of the frames that spawned it and a link to
@@ -96,16 +96,9 @@ def post_worker_init(worker) -> None:
 
     http_response.install()
 
-    def watch() -> None:
-        while worker.alive:
-            gevent.sleep(0.5)
-        from api import chat_socket
-        from api.push import end_all
+    from api import shutdown
 
-        end_all("the api is shutting down")
-        chat_socket.end_all("the api is restarting")
-
-    gevent.spawn(watch)
+    gevent.spawn(shutdown.watch, worker, worker.wsgi.extensions["mini_n8n"], gevent.sleep)
     # Freed memory of a burst of stream starts goes back to the system (core/heap.py).
     gevent.spawn(heap.trim_forever, gevent.sleep)
     heap.settle()

@@ -33,6 +33,9 @@ RETRY_MS = 1000  # how soon EventSource reconnects after the stream ends
 # the newest connection of a pushRef wins and the old stream is ended.
 _open: dict[str, Stream] = {}
 _open_lock = threading.Lock()
+# Set once the api is stopping: a stream ended then is reconnected by the browser a second later,
+# on the same keep-alive connection, and a new stream would hold the shutdown again.
+_closing = threading.Event()
 
 
 @bp.get("/rest/push")
@@ -41,6 +44,8 @@ def push() -> Response:
     push_ref = request.args.get("pushRef", "")
     if not PUSH_REF.match(push_ref):
         raise ApiError(400, '"pushRef" must be 1-64 letters, digits, "-" or "_"')
+    if _closing.is_set():
+        raise _stopping()
     rt = runtime()
     relay = rt.relay()
     channel = rt.keys.push(push_ref)
@@ -55,7 +60,12 @@ def push() -> Response:
         log.warning("push %s: %s", push_ref, err)  # the error names Redis' address: not public
         raise ApiError(503, "push is unavailable: Redis is unreachable") from err
     with _open_lock:
-        _open[channel] = stream
+        closing = _closing.is_set()  # read under the lock `end_all` takes: no stream slips by
+        if not closing:
+            _open[channel] = stream
+    if closing:
+        relay.unsubscribe(stream)
+        raise _stopping()
 
     def close() -> None:
         relay.unsubscribe(stream)
@@ -91,11 +101,21 @@ def _events(stream: Stream, close):
         close()
 
 
-def end_all(reason: str) -> None:
-    """End every open push stream of this process (the api is shutting down): editor tabs are
-    endless streams and would otherwise hold the shutdown for the whole graceful timeout. The
-    browser reconnects to another api process and catches up over REST."""
+def _stopping() -> ApiError:
+    """The answer to a push request while the api stops: EventSource gives up on a 503 and the
+    tab opens a new connection a little later, which another api process (or this one, started
+    again) takes."""
+    return ApiError(503, "the api is shutting down; the editor reconnects by itself")
+
+
+def end_all(reason: str) -> int:
+    """End every open push stream of this process, and refuse new ones, because the api is
+    shutting down: editor tabs are endless streams and would otherwise hold the shutdown for the
+    whole graceful timeout. The browser reconnects to another api process and catches up over
+    REST. Returns how many streams it ended."""
     with _open_lock:
+        _closing.set()
         streams = list(_open.values())
     for stream in streams:
         stream.fail(reason)
+    return len(streams)

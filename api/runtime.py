@@ -127,6 +127,12 @@ class ApiRuntime:
                 )
             return self._relay
 
+    def open_streams(self) -> int:
+        """Streams of events this process relays now (chat answers, push, chat sockets)."""
+        with self._lock:
+            relay = self._relay
+        return relay.open_streams() if relay is not None else 0
+
     @property
     def credentials(self):
         """The deployment's CredentialStore, read once (CredentialError if the file is bad)."""

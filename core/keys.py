@@ -10,6 +10,8 @@
 | workflow:<id>:snapshot:<digest>  | STRING  | one version's JSON, named by queued tasks; TTL            |
 | workflows                        | SET     | ids of all stored workflows                               |
 | webhooks                         | HASH    | "<METHOD> <path>" -> workflow id, for active workflows    |
+| imports                          | HASH    | workflow id -> the versionId it got when imported from a  |
+|                                  |         | workflows folder at start (core/folder_import.py)         |
 | execution:<id>                   | STRING  | execution record (status, times, error, run data); TTL    |
 | execution:<id>:events            | channel | chunks and the final result of one execution              |
 | execution:<id>:sent              | LIST    | the numbered events published on that channel, for a      |
@@ -67,7 +69,7 @@ or transaction touches together share a hash tag, so they live in one slot:
 - an execution's keys tag its id: `execution:{<id>}`, `execution:{<id>}:events`, `:turn`, ...;
 - a session's line tags itself: `session:{<workflowId>:<sessionId>}`;
 - the workflows, their versions and the webhook table share `{w}`: `{w}:workflows`,
-  `{w}:webhooks`, `{w}:workflow:<id>`, `{w}:workflow:<id>:snapshot:<digest>`;
+  `{w}:webhooks`, `{w}:imports`, `{w}:workflow:<id>`, `{w}:workflow:<id>:snapshot:<digest>`;
 - the users and their email index share `{u}`: `{u}:users`, `{u}:user:<id>`;
 - chat memory keeps its names (`chat:<sessionKey>`, n8n's layout; one key per command), and so do
   the `executions:*` indexes, `push:<pushRef>` and the `signin:*` keys, each a key of its own.
@@ -99,7 +101,7 @@ _OWN_PREFIXES = (
     "workflow:", "execution:", "executions:", "session:", "push:", "worker:", PROTECTED,
     _WORKFLOWS_TAG, "user:", "signin:", _USERS_TAG,
 )  # fmt: skip
-_OWN_NAMES = ("workflows", "webhooks", "workers", "users")
+_OWN_NAMES = ("workflows", "webhooks", "imports", "workers", "users")
 _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
 _KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
@@ -203,6 +205,9 @@ class Keys:
 
     def webhooks(self) -> str:
         return f"{self._workflows_space()}webhooks"
+
+    def imports(self) -> str:
+        return f"{self._workflows_space()}imports"
 
     def execution(self, execution_id: str) -> str:
         return self._execution(execution_id)

@@ -15,7 +15,7 @@ import logging
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -180,7 +180,9 @@ class WorkflowStore:
     # --- files ----------------------------------------------------------------------------
     # Below `def list`, a bare `list` in an annotation names that method: spelled builtins.list.
     def import_file(self, path: str | Path, activate: bool = False) -> builtins.list[str]:
-        """Import one file (a workflow object or a list of them). Returns lines to print."""
+        """Import one file (a workflow object or a list of them) over what is stored: `mini-n8n
+        import`. A folder imported at every start is core/folder_import.py's. Returns lines to
+        print."""
         data = json.loads(Path(path).read_text())
         lines = []
         for item in data if isinstance(data, list) else [data]:
@@ -190,14 +192,6 @@ class WorkflowStore:
                 lines.extend(f"warning: {warning}" for warning in self.activate(workflow.id))
                 lines.append(f"activated {workflow.id}")
         return lines
-
-    def import_directory(self, directory: str | Path, activate: bool = False) -> Iterator[str]:
-        """Every *.json file of a folder, in name order; a bad file is skipped and said so."""
-        for path in sorted(Path(directory).glob("*.json")):
-            try:
-                yield from self.import_file(path, activate)
-            except (ValueError, ActivationError) as err:  # invalid JSON or workflow
-                yield f"skipped {path.name}: {err}"
 
     # --- activation -----------------------------------------------------------------------
     def activate(self, workflow_id: str, queue_mode: bool = True) -> builtins.list[str]:

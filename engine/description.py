@@ -50,6 +50,11 @@ Group = Literal["trigger", "agent", "model", "memory", "tool", "core"]
 SLOT_NAMES = {"ai_languageModel": "Chat Model", "ai_memory": "Memory", "ai_tool": "Tool"}
 
 
+def slot_name(connection_type: str) -> str:
+    """A connection type as the editor names it ("Chat Model"), for messages people read."""
+    return SLOT_NAMES.get(connection_type, connection_type)
+
+
 @dataclass(frozen=True)
 class Option:
     """One choice of an `options` parameter."""
@@ -150,6 +155,10 @@ class Input:
         if self.type in SLOT_NAMES:
             data["displayName"] = SLOT_NAMES[self.type]
         return data
+
+    @property
+    def display_name(self) -> str:
+        return slot_name(self.type)
 
 
 @dataclass(frozen=True)

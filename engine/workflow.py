@@ -10,7 +10,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.description import check_parameters
+from engine.description import check_parameters, slot_name
 from engine.errors import WorkflowValidationError
 from engine.node import AI_CONNECTION_TYPES, NodeType
 from engine.registry import get_node_type
@@ -242,24 +242,28 @@ def _check_sub_nodes(workflow: Workflow) -> None:
             continue
         source_type = workflow.types[conn.source]
         target_type = workflow.types[conn.target]
+        # Named as the canvas names them ("Chat Model"), not by connection type.
         if source_type.sub_output != conn.type:
+            supplies = source_type.sub_output
+            what = f'a "{slot_name(supplies)}"' if supplies else "no sub-node"
             raise WorkflowValidationError(
-                f'cannot supply "{conn.type}" to "{conn.target}"', node=conn.source
+                f'cannot be the "{slot_name(conn.type)}" of "{conn.target}": it is {what}',
+                node=conn.source,
             )
         if conn.type not in target_type.sub_inputs:
             raise WorkflowValidationError(
-                f'does not take a "{conn.type}" connection (from "{conn.source}")',
-                node=conn.target,
+                f'has no "{slot_name(conn.type)}" input (for "{conn.source}")', node=conn.target
             )
     for node in workflow.nodes.values():
         for conn_type, spec in workflow.types[node.name].sub_inputs.items():
             count = len(workflow.sub_nodes(node.name, conn_type))
             if spec.required and count == 0 and not node.disabled:
                 raise WorkflowValidationError(
-                    f'needs a sub-node connected to its "{conn_type}" input', node=node.name
-                )
+                    f'no node connected to required input "{spec.display_name}"', node=node.name
+                )  # n8n's words for this issue
             if spec.max_connections is not None and count > spec.max_connections:
                 raise WorkflowValidationError(
-                    f'takes at most {spec.max_connections} "{conn_type}" connection(s)',
+                    f"takes at most {spec.max_connections} sub-node(s) at its "
+                    f'"{spec.display_name}" input',
                     node=node.name,
                 )

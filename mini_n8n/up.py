@@ -4,9 +4,10 @@ Redis: REDIS_URL when it is set (and `up` stops if nothing answers there); other
 embedded valkey-server, AOF in ./.mini-n8n/redis, on the port kept in ./.mini-n8n/state.json
 (a new free port the first time, or when another program holds that one). Never a Redis that
 merely answers on 6379. The generated api key is kept there too, so both survive a restart
-(mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the bundled examples); starts the api
-(gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers and
-prints the URLs. A process that dies on its own once the stack is up (the api, a worker, the
+(mini_n8n/local_state.py has the file's format). `up` imports and activates ./workflows (or the
+bundled examples), keeping any workflow changed since its import (core/folder_import.py); starts
+the api (gunicorn + gevent) and N Celery workers as child processes; waits until /readyz answers
+and prints the URLs. A process that dies on its own once the stack is up (the api, a worker, the
 embedded Redis) is started again, and `up` says which and why (mini_n8n/supervision.py); one that
 dies while the stack starts stops it, and `up` exits non-zero. Ctrl-C or SIGTERM stops everything
 it started: children first (SIGTERM, then SIGKILL after a grace period), the embedded Redis last.
@@ -50,7 +51,7 @@ from mini_n8n.redis_server import (
     reachable,
     redis_cli_command,
 )
-from mini_n8n.supervision import Supervised, exit_reason
+from mini_n8n.supervision import Supervised, exit_reason, say
 
 DATA_DIR = STATE_DIR / "redis"
 BUNDLED_WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -58,6 +59,7 @@ READY_TIMEOUT_SECONDS = 60.0  # gunicorn + gevent start in about a second; slow 
 POLL_SECONDS = 0.2
 # How long children get to finish open streams and in-flight executions after SIGTERM.
 STOP_GRACE_SECONDS = float(os.environ.get("MINI_N8N_STOP_GRACE_SECONDS", "25"))
+SAY_EVERY_SECONDS = 5.0  # how often a stop that is still waiting says for what
 
 
 class Stack:
@@ -105,18 +107,33 @@ class Stack:
                 watched.check()
 
     def stop(self, grace: float = STOP_GRACE_SECONDS, hurry: threading.Event | None = None) -> None:
-        processes = [child.process for child in self.children]
-        for process in processes:
-            _signal(process, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for process in processes:
-            while process.poll() is None and time.monotonic() < deadline:
-                if hurry is not None and hurry.is_set():
-                    break
-                time.sleep(0.05)
-            if process.poll() is None:
-                _signal(process, signal.SIGKILL)
-                process.wait()
+        """SIGTERM to each child, then wait for them all, saying every few seconds which are
+        still running; what outlives `grace` (or a second Ctrl-C) gets SIGKILL, said so too."""
+        running = [child for child in self.children if child.process.poll() is None]
+        for child in running:
+            _signal(child.process, signal.SIGTERM)
+        if running:
+            say(f"stopping {_names(running)}...")
+        start = time.monotonic()
+        said = start
+        while running and time.monotonic() - start < grace:
+            if hurry is not None and hurry.is_set():
+                break
+            time.sleep(0.05)
+            running = [child for child in running if child.process.poll() is None]
+            if running and time.monotonic() - said >= SAY_EVERY_SECONDS:
+                said = time.monotonic()
+                left = max(0, round(grace - (said - start)))
+                what = "what it is doing" if len(running) == 1 else "what they are doing"
+                say(
+                    f"still waiting for {_names(running)} to finish {what} "
+                    f"(at most {left} s more; Ctrl-C again stops at once)"
+                )
+        for child in running:
+            if child.process.poll() is None:
+                say(f"the {child.name} (pid {child.process.pid}) did not stop: killing it")
+                _signal(child.process, signal.SIGKILL)
+                child.process.wait()
         if self.redis is not None:
             self.redis.stop()
             self.redis = None
@@ -147,7 +164,6 @@ def up(workflows: str | None, workers: int) -> int:
     try:
         return _run(stack, settings, workflows, max(1, workers), stopping)
     finally:
-        print("mini-n8n: stopping...", file=sys.stderr)
         stack.stop(hurry=hurry)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -286,15 +302,16 @@ def _workflows_folder(option: str | None) -> Path | None:
 
 def _import(redis_url: str, keys: Keys, folder: Path) -> None:
 
+    from core.folder_import import import_folder
     from core.workflow_store import WorkflowStore
     from engine.workflow import load_workflow
 
     client = connect(redis_url, keys.cluster, decode_responses=True)
     try:
-        print(f"Workflows: importing {folder}")
+        print(f"Workflows: importing {folder} (a workflow changed since its import is kept)")
         parse = partial(load_workflow, max_nodes=Settings.from_env().max_nodes)
         store = WorkflowStore(client, keys, parse)
-        for line in store.import_directory(folder, activate=True):
+        for line in import_folder(store, folder):
             print(f"  {line}")
     finally:
         client.close()
@@ -459,6 +476,12 @@ def _port_free(port: int, host: str = "") -> bool:
         except OSError:
             return False
     return True
+
+
+def _names(children: list[Supervised]) -> str:
+    """ "the api (pid 12) and the worker (pid 13)": who a stop waits for."""
+    named = [f"the {child.name} (pid {child.process.pid})" for child in children]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
 
 
 def _signal(process: subprocess.Popen, signum: int) -> None:

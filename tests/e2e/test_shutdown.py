@@ -54,6 +54,31 @@ def test_an_open_editor_push_stream_does_not_hold_the_api_at_sigterm(deploy):
     api.proc.wait(30)
 
 
+def test_a_push_reconnect_during_the_shutdown_is_refused_and_the_api_exits_by_itself(deploy):
+    """The browser reconnects a second after its stream ended, on the same keep-alive
+    connection: served, that stream held the api for the whole graceful timeout."""
+    base = deploy.start_api()
+    api = deploy.apis[0][0]
+    url = f"{base}/rest/push?pushRef=tab2&key={KEY}"
+    with httpx.Client(timeout=60) as client:
+        with client.stream("GET", url) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("retry:")
+            api.proc.send_signal(signal.SIGTERM)
+            ended = [line for line in lines if "pushError" in line]
+        assert ended and "shutting down" in ended[0]
+        again = client.get(url)  # the keep-alive connection the stream came on
+        assert again.status_code == 503
+        assert again.json() == {
+            "message": "the api is shutting down; the editor reconnects by itself"
+        }
+    # The join's own timeout only keeps a failure from hanging the test.
+    assert api.proc.wait(30) == 0
+    output = "".join(api.lines)
+    assert "stopping: ended 1 editor push stream and 0 chat sockets" in output
+    assert "graceful timeout" not in output  # gunicorn's "Worker graceful timeout (pid:…)"
+
+
 def test_a_stopping_worker_stops_what_outlives_its_grace_period(deploy):
     base = deploy.start_api()
     worker = deploy.start_worker()

@@ -570,9 +570,9 @@ def test_activation_shows_the_engines_error_next_to_the_node_it_names(deployment
     connect_main(page, TRIGGER, "AI Agent")
     page.click("#save")  # an Agent without a model: the engine refuses it, naming the Agent
     expect(node(page, "AI Agent")).to_have_attribute(
-        "data-issue", 'Node "AI Agent": needs a sub-node connected to its "ai_languageModel" input'
-    )
-    expect(page.locator("#notice")).to_contain_text("ai_languageModel")
+        "data-issue", 'Node "AI Agent": no node connected to required input "Chat Model"'
+    )  # the slot as the canvas names it, in n8n's words
+    expect(page.locator("#notice")).to_contain_text('required input "Chat Model"')
     add_to_slot(page, "AI Agent", "ai_languageModel", MOCK)
     save(page)
     expect(node(page, "AI Agent").locator(".issue")).to_have_text("")
@@ -729,7 +729,9 @@ def test_connect_is_undone_and_redone(deployment, new_tab):
     tab = open_new_workflow(new_tab, deployment)
     page = tab.page
     add_from_creator(page, CHAT_TRIGGER)
+    page.locator("#canvas").click(position={"x": 5, "y": 5})  # nothing selected: not connected
     add_from_creator(page, AGENT)
+    expect(page.locator(".edge.main")).to_have_count(0)
     connect_main(page, TRIGGER, "AI Agent")
     page.keyboard.press("Control+z")
     expect(page.locator(".edge.main")).to_have_count(0)

@@ -125,7 +125,7 @@ def test_a_second_model_on_an_agent_is_refused():
 
     err = load_error(broken(mutate))
     assert err.node == "AI Agent"
-    assert 'at most 1 "ai_languageModel"' in err.message
+    assert err.message == 'takes at most 1 sub-node(s) at its "Chat Model" input'
 
 
 def test_a_node_class_without_a_description_is_described_from_its_class_attributes():

@@ -40,7 +40,7 @@ def test_an_agent_without_a_model_names_the_agent():
     def mutate(w):
         del w["connections"]["Mock Chat Model"]
 
-    expect_error(broken(mutate), "AI Agent", "ai_languageModel")
+    expect_error(broken(mutate), "AI Agent", 'no node connected to required input "Chat Model"')
 
 
 def test_a_connection_to_a_missing_node_names_the_source():
@@ -56,7 +56,9 @@ def test_a_sub_node_on_the_wrong_input_names_it():
             "ai_languageModel": [[{"node": "AI Agent", "type": "ai_languageModel", "index": 0}]]
         }
 
-    expect_error(broken(mutate), "Calculator", 'cannot supply "ai_languageModel"')
+    expect_error(
+        broken(mutate), "Calculator", 'cannot be the "Chat Model" of "AI Agent": it is a "Tool"'
+    )
 
 
 def test_a_bad_response_mode_names_the_trigger():

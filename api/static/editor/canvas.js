@@ -23,7 +23,7 @@ const DRAG_PX = 4; // a press that moves less than this is a click
 export class Canvas {
   constructor(root, callbacks) {
     this.root = root;
-    this.cb = callbacks; // onNodeClick, onSlotClick, onMove, onConnect, onSelect
+    this.cb = callbacks; // onNodeClick, onSlotClick, onMove, onConnect, onSelect, onHintClick
     this.types = null;
     this.boxes = new Map(); // node name -> {x, y, w, h, g, aiTypes, node}
     this.selection = null; // {kind: "node", name} | {kind: "edge", edge}
@@ -71,7 +71,8 @@ export class Canvas {
     this.types = types;
   }
 
-  // fit: frame every node; reveal: frame them only if that node left the view (a drag).
+  // fit: frame every node; reveal: bring that node into view if it is not (a drag, an add),
+  // moving the view as little as possible.
   render(workflow, { fit = false, reveal = null } = {}) {
     this.workflow = workflow;
     this.root.replaceChildren();
@@ -91,8 +92,8 @@ export class Canvas {
     this.drawEdges();
     if (this.selection && !this.selectionExists()) this.selection = null;
     this.markSelection();
-    const lost = reveal && this.outOfView(reveal);
-    if (fit || lost || !this.root.getAttribute("viewBox")) this.fit(nodes);
+    if (fit || !this.root.getAttribute("viewBox")) this.fit(nodes);
+    else if (reveal) this.reveal(reveal);
   }
 
   // The ai_* slots drawn under a node: its declared inputs (a trigger's only once used), and
@@ -174,6 +175,10 @@ export class Canvas {
     const mark = isSub ? { x: size.w / 2, y: 22 } : { x: 8, y: 20 };
     g.append(badge, svg("text", { class: "state-mark", ...mark, text: "" }));
     g.append(svg("text", { class: "issue", x: size.w / 2, y: -12, text: "" }));
+    const hint = svg("g", { class: "hint-mark" }, svg("text", { x: size.w / 2, y: -30, text: "" }), svg("title"));
+    hint.addEventListener("pointerdown", (e) => e.stopPropagation());
+    hint.addEventListener("click", () => hint.dataset.open && this.cb.onHintClick?.(hint.dataset.open));
+    g.append(hint);
     this.boxes.set(node.name, { x, y, w: size.w, h: size.h, g, aiTypes, node, ports });
     return g;
   }
@@ -336,6 +341,24 @@ export class Canvas {
     }
   }
 
+  // Hints (hints.js) above the node they are about: a short mark, the whole text as its tooltip;
+  // a click opens the node the hint names.
+  showHints(hints) {
+    for (const [name, box] of this.boxes) {
+      const hint = hints.get(name);
+      const mark = box.g.querySelector(".hint-mark");
+      mark.querySelector("text").textContent = hint ? hint.short : "";
+      mark.querySelector("title").textContent = hint ? hint.text : "";
+      if (hint) {
+        box.g.dataset.hint = hint.text;
+        mark.dataset.open = hint.trigger;
+      } else {
+        delete box.g.dataset.hint;
+        delete mark.dataset.open;
+      }
+    }
+  }
+
   // Where a new node goes: right of the rightmost main node, or under `parent` for a sub-node.
   placeFor(parentName, slotType) {
     const parent = parentName && this.boxes.get(parentName);
@@ -351,6 +374,36 @@ export class Canvas {
     if (!mains.length) return [0, 0];
     const right = mains.reduce((a, b) => (b.x > a.x ? b : a));
     return [right.x + 260, right.y];
+  }
+
+  // Where a node added after `parentName` goes: right of it, level with its output `output`
+  // (n8n's offsets for a node with several outputs), moved down past any node in the way.
+  placeAfter(parentName, output = 0) {
+    const parent = this.boxes.get(parentName);
+    if (!parent) return this.placeFor(null);
+    const outputs = parent.ports?.outputs || 1;
+    const x = parent.x + parent.w + 160;
+    let y = parent.y + (output - (outputs - 1) / 2) * (MAIN.h + 60);
+    const taken = (b) => b.x < x + MAIN.w && x < b.x + b.w && b.y < y + MAIN.h && y < b.y + b.h;
+    while ([...this.boxes.values()].some(taken)) y += MAIN.h + 60;
+    return [x, y];
+  }
+
+  // Show node `name` whole (with its label) if it is not: the view pans as little as needed, at
+  // the same zoom, so everything else keeps its place relative to the others; it zooms out only
+  // when the node cannot fit otherwise.
+  reveal(name) {
+    const b = this.boxes.get(name);
+    if (!b || !this.outOfView(name)) return;
+    let [x, y, w, h] = this.view();
+    const [x1, y1, x2, y2] = [b.x - PAD / 2, b.y - PAD / 2, b.x + b.w + PAD / 2, b.y + b.h + PAD / 2 + 30];
+    const grow = Math.max(1, (x2 - x1) / w, (y2 - y1) / h);
+    [w, h] = [w * grow, h * grow];
+    if (x1 < x) x = x1;
+    else if (x2 > x + w) x = x2 - w;
+    if (y1 < y) y = y1;
+    else if (y2 > y + h) y = y2 - h;
+    this.root.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
   }
 
   outOfView(name) {
@@ -378,7 +431,8 @@ export class Canvas {
       boxes.push({ x, y, w: p.width || 240, h: p.height || 160 });
     }
     if (!boxes.length) {
-      this.root.setAttribute("viewBox", `${-PAD * 3} ${-PAD * 3} ${MIN_VIEW.w} ${MIN_VIEW.h}`);
+      // Room to the right of the first node and under it, where its sub-nodes go.
+      this.root.setAttribute("viewBox", `${-PAD * 3} ${-PAD * 2} ${MIN_VIEW.w} ${MIN_VIEW.h}`);
       return;
     }
     let minX = Math.min(...boxes.map((b) => b.x)) - PAD;
@@ -404,7 +458,7 @@ export class Canvas {
       box.g.querySelector(".run-count").textContent = runs.length ? String(runs.length) : "";
       const mark = { success: "✓", error: "!", running: "…" }[status] || "";
       box.g.querySelector(".state-mark").textContent = mark;
-      box.g.querySelector("title")?.remove();
+      box.g.querySelector(":scope > title")?.remove(); // the run summary, not a hint's
       if (runs.length) {
         const items = runs.map((r) => r.itemCount ?? 0).join(", ");
         box.g.append(svg("title", { text: `${name}: ${runs.length} run(s), items ${items}` }));

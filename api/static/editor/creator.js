@@ -28,10 +28,12 @@ export class NodeCreator {
     this.types = types;
   }
 
-  // slot: an ai_* connection type to filter by (null: every type), called `label`.
-  open({ slot = null, label = "", onPick }) {
+  // slot: an ai_* connection type to filter by (null: every type), called `label`; after: the
+  // selected node the new one will be connected to.
+  open({ slot = null, label = "", after = null, onPick }) {
     this.request = { slot, onPick };
-    this.title.textContent = slot ? `Add ${label || slot}` : "Add a node";
+    const plain = after ? `Add a node, connected to “${after}”` : "Add a node";
+    this.title.textContent = slot ? `Add ${label || slot}` : plain;
     this.root.dataset.slot = slot || "";
     this.search.value = "";
     this.root.hidden = false;

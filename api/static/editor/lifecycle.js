@@ -7,13 +7,35 @@ import { uuid } from "./workflow-doc.js";
 
 const $ = (selector) => document.querySelector(selector);
 
-// A copy is a workflow of its own: no id (the server gives one), "(copy)" in its name, and new
-// webhook ids, so its chat and webhook URLs do not clash with the original's when activated.
-function asCopy(workflow) {
+// A copy is a workflow of its own: no id (the server gives one), a name no other workflow has
+// ("X (copy)", "X (copy 2)"...), and new webhook ids, so its chat and webhook URLs do not clash
+// with the original's when activated.
+function asCopy(workflow, taken) {
   delete workflow.id;
   delete workflow.versionId;
-  workflow.name = `${workflow.name || "My workflow"} (copy)`;
+  const base = (workflow.name || "My workflow").replace(/ \(copy(?: \d+)?\)$/, "");
+  workflow.name = unique(`${base} (copy)`, taken, (i) => `${base} (copy ${i})`);
   for (const node of workflow.nodes) if (node.webhookId) node.webhookId = uuid();
+}
+
+// `wanted`, or the first of next(2), next(3)... that no stored workflow is called.
+function unique(wanted, taken, next) {
+  let name = wanted;
+  for (let i = 2; taken.has(name); i++) name = next(i);
+  return name;
+}
+
+// What an import did, said once it is open (n8n imports into the open canvas, unsaved, and says
+// nothing; here an import is stored at once, so a second one of the same file is a copy).
+function importedNotice(name, twin, wanted) {
+  if (twin) {
+    return (
+      `Imported as a copy, "${name}": this workflow is stored already as "${twin.name}" ` +
+      "(same id). The copy has its own id and its own chat and webhook URLs."
+    );
+  }
+  if (name !== wanted) return `Imported as "${name}": a workflow called "${wanted}" exists already.`;
+  return `Imported "${name}".`;
 }
 
 export class Lifecycle {
@@ -120,19 +142,25 @@ export class Lifecycle {
     }
     delete workflow.active;
     let saved;
+    let said;
     try {
-      // An id that is taken (a workflow exported from here, imported again) makes a copy: asked
-      // first, so no request fails on the way.
-      if (workflow.id && (await api.workflows()).some((w) => w.id === workflow.id)) {
-        asCopy(workflow);
-      }
+      // An id that is taken (a workflow exported from here, imported again) makes a copy, and a
+      // name that is taken a new one: asked first, so no request fails on the way.
+      const stored = await api.workflows();
+      const taken = new Set(stored.map((w) => w.name));
+      const twin = workflow.id ? stored.find((w) => w.id === workflow.id) : null;
+      const wanted = workflow.name || "My workflow";
+      if (twin) asCopy(workflow, taken);
+      else workflow.name = unique(wanted, taken, (i) => `${wanted} (${i})`);
       saved = await api.createWorkflow(workflow);
+      said = importedNotice(saved.name, twin, wanted);
     } catch (err) {
       this.showIssue(err);
       return false;
     }
     await listWorkflows();
     await openWorkflow(saved.id, { force: true });
+    this.ctx.notify(said);
     return true;
   }
 

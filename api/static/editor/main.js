@@ -14,6 +14,7 @@ import { NodeView } from "./node-view.js";
 import { Push } from "./push.js";
 import { SignIn } from "./signin.js";
 import { UsersPage } from "./users.js";
+import { canvasHints } from "./hints.js";
 import { FINISHED, el, randomId } from "./util.js";
 import { Lifecycle } from "./lifecycle.js";
 import { WorkflowDoc } from "./workflow-doc.js";
@@ -24,7 +25,7 @@ const NOTICE_MS = 5000; // an info notice is read by then; an error stays until 
 // Writes that are not the user's action: they leave notices as they are.
 const NOT_ACTIONS = new Set(["/expressions/preview", "/login", "/logout"]);
 const CHAT_TRIGGER = "@n8n/n8n-nodes-langchain.chatTrigger";
-const REFIT = new Set(["open", "add", "delete", "undo", "redo"]);
+const REFIT = new Set(["open"]); // other changes keep the view where the user put it
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -49,6 +50,7 @@ const canvas = new Canvas($("#canvas"), {
   onSlotClick: addToSlot,
   onMove: (name, position) => state.doc.moveNode(name, position),
   onConnect: connect,
+  onHintClick: openNode,
 });
 const creator = new NodeCreator($("#creator"));
 const nodeView = new NodeView($("#ndv"), {
@@ -191,7 +193,10 @@ function setDoc(workflow) {
   nodeView.dialog.open && nodeView.dialog.close();
   const id = workflow.id;
   history.replaceState(null, "", id ? `#workflow=${encodeURIComponent(id)}` : location.pathname);
-  if (id !== previous || !id) chat.forWorkflow(id || null);
+  if (id !== previous || !id) {
+    chat.forWorkflow(id || null);
+    clearNotice(); // it was about the workflow left
+  }
   onDocChange("open");
   canvas.show(null);
   if (!id) executionList.load(null);
@@ -200,9 +205,11 @@ function setDoc(workflow) {
 function onDocChange(kind, detail = {}) {
   const workflow = state.workflow;
   if (kind === "saved") state.issues = new Map();
-  canvas.render(workflow, { fit: REFIT.has(kind), reveal: kind === "move" ? detail.name : null });
+  const reveal = kind === "move" || kind === "add" ? detail.name : null;
+  canvas.render(workflow, { fit: REFIT.has(kind), reveal });
   canvas.show(state.current ? executions.get(state.current) || null : null);
   canvas.showIssues(state.issues);
+  canvas.showHints(canvasHints(workflow));
   const nameInput = $("#workflow-name");
   if (document.activeElement !== nameInput) nameInput.value = workflow.name || "";
   document.body.dataset.dirty = String(state.doc.dirty);
@@ -232,8 +239,36 @@ function renderActive() {
 }
 
 // --- editing ----------------------------------------------------------------------------
+// As in n8n, a node added while another is selected is connected to it: after its first free
+// main output (n8n takes output 0 even when it is connected), or, for a sub-node, into the
+// selected node's slot of its kind. The new main node is then the selected one, so a chain is
+// built by adding node after node; after a sub-node, its parent stays selected for the next.
 function addNode() {
-  creator.open({ onPick: (type) => state.doc.addNode(type, canvas.placeFor(null)) });
+  const selected = canvas.selection?.kind === "node" ? state.doc.node(canvas.selection.name) : null;
+  creator.open({ after: selected?.name, onPick: (type) => addAfter(type, selected) });
+}
+
+function addAfter(type, parent) {
+  const link = parent ? linkTo(parent, type) : null;
+  let position = canvas.placeFor(null);
+  if (link?.after) position = canvas.placeAfter(parent.name, link.output);
+  else if (link) position = canvas.placeFor(parent.name, link.type);
+  const node = state.doc.addNode(type, position, link);
+  if (!link || link.after) canvas.select({ kind: "node", name: node.name });
+}
+
+// How a new node of `type` connects to `parent`, or null.
+function linkTo(parent, type) {
+  const supplies = state.types.supplies(type.name);
+  if (supplies) {
+    const fits = state.types.slots(parent.type).some((s) => s.type === supplies);
+    return fits && !slotIsFull(parent.name, supplies) ? { type: supplies, node: parent.name } : null;
+  }
+  const ports = state.types.mainPorts(parent, canvas.connectedOutputs(parent.name));
+  if (!ports.outputs || !state.types.hasMainInput(type.name)) return null;
+  const used = (state.doc.connections[parent.name] || {}).main || [];
+  const free = [...Array(ports.outputs).keys()].find((i) => !(used[i] || []).length);
+  return { type: "main", node: parent.name, after: true, output: free ?? 0 };
 }
 
 function addToSlot(nodeName, slotType) {

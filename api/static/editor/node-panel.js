@@ -1,7 +1,9 @@
 // The node panel's editing half (the NDV's top): rename (connections and references follow),
-// delete, the engine's issue for this node, a trigger's URLs, and the parameter form built from
-// its declaration with the credential picker and expression previews.
+// delete, the engine's issue for this node, a trigger's URLs, a hint about the node in its
+// workflow (hints.js), and the parameter form built from its declaration with the credential
+// picker and expression previews.
 
+import { panelHint, streamingParameters } from "./hints.js";
 import { parameterForm } from "./params.js";
 import { el } from "./util.js";
 import { webhookUrls } from "./webhook-urls.js";
@@ -43,7 +45,9 @@ export function nodePanel(node, { api, state, notify, close }) {
     preview: (expression) => previewExpression(api, state, node.name, expression),
   });
   const urls = webhookUrls(node, type, { workflow: state.workflow, dirty: doc.dirty });
-  return el("div", {}, head, issueBox, urls, form);
+  const streamIt = (trigger) => doc.setParameters(trigger.name, streamingParameters(trigger));
+  const hint = panelHint(node, state.workflow, streamIt);
+  return el("div", {}, head, issueBox, urls, hint, form);
 }
 
 // An expression's value against the node's last run (the execution on display), by the engine.

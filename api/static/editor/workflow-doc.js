@@ -80,21 +80,29 @@ export class WorkflowDoc extends EventTarget {
     return `${base}${i}`; // n8n's way: "AI Agent1"
   }
 
-  addNode(type, position, connectTo = null) {
-    return this.change("add", (data) => {
-      const node = {
-        parameters: {},
-        id: uuid(),
-        name: this.uniqueName(type.displayName),
-        type: type.name,
-        typeVersion: type.version,
-        position: position.map((v) => Math.round(v / 20) * 20),
-      };
-      if (type.webhook) node.webhookId = uuid();
-      data.nodes.push(node);
-      if (connectTo) link(data, node.name, connectTo.type, connectTo.node);
-      return node;
-    });
+  // `via` connects it in the same step: {type, node} puts the new sub-node into `node`'s slot
+  // of that type; {type: "main", node, after: true, output} connects `node`'s output to it.
+  addNode(type, position, via = null) {
+    const name = this.uniqueName(type.displayName);
+    return this.change(
+      "add",
+      (data) => {
+        const node = {
+          parameters: {},
+          id: uuid(),
+          name,
+          type: type.name,
+          typeVersion: type.version,
+          position: position.map((v) => Math.round(v / 20) * 20),
+        };
+        if (type.webhook) node.webhookId = uuid();
+        data.nodes.push(node);
+        if (via?.after) link(data, via.node, "main", name, via.output || 0, 0);
+        else if (via) link(data, name, via.type, via.node);
+        return node;
+      },
+      { name },
+    );
   }
 
   removeNodes(names) {
