@@ -1,0 +1,248 @@
+"""Chat Hub conversations in Redis: each user's conversations, each conversation's message tree
+and attachments, and the one reply that may run in it at a time.
+
+Keys (core/keys.py): `hub:conversation:<sid>` (the record), `…:messages` (HASH id -> message),
+`…:text:<mid>` (an AI message's text while it streams, core/hub_stream.py), `…:files` (HASH
+"<mid>:<index>" -> base64), `…:active` (the running reply), `…:memory` (the memory lists runs
+were given), and per user `hub:user:<uid>:conversations` (ZSET by lastMessageAt, the sidebar).
+
+A conversation belongs to its owner: every read here takes the user and answers None for
+another's, so a caller cannot forget the check. Bounds (core/hub_settings.py): conversations per
+user, messages per conversation; a refused write changes nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from core.clock import now_ms
+from core.hub_records import AI, HubMessage, HubSession, MessageStatus
+from core.hub_settings import HubSettings
+from core.keys import Keys
+
+# A claim on a conversation's one running reply, taken before its execution exists (the
+# create, the task): it lasts this long unless the execution's id replaces it.
+CLAIM_SECONDS = 120
+# How many times an optimistic update (WATCH) tries before it gives up.
+UPDATE_ATTEMPTS = 20
+
+# KEYS: active. ARGV: token, seconds, expected current value ('' = none). Takes the claim when
+# the key holds what the caller saw (nothing, or a finished execution's id).
+_CLAIM = """
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[3] then return current end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return ''
+"""
+# KEYS: active. ARGV: expected, new value ('' = delete). Compare and set.
+_SWAP = """
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
+return 1
+"""
+
+
+class HubLimit(Exception):
+    """A bound of core/hub_settings.py would be passed: nothing was written."""
+
+
+class IdTaken(Exception):
+    """A message id the client chose is already in the conversation: nothing was written."""
+
+
+class ConversationStore:
+    def __init__(self, client: Any, keys: Keys, settings: HubSettings):
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self._claim = client.register_script(_CLAIM)
+        self._swap = client.register_script(_SWAP)
+
+    # --- conversations ----------------------------------------------------------------------
+    def get(self, session_id: str, user_id: str) -> HubSession | None:
+        """The user's conversation; None when there is none, or it is another user's."""
+        raw = self.client.get(self.keys.hub_conversation(session_id))
+        if raw is None:
+            return None
+        session = HubSession.from_json(raw)
+        return session if session.owner_id == user_id else None
+
+    def exists(self, session_id: str) -> bool:
+        return bool(self.client.exists(self.keys.hub_conversation(session_id)))
+
+    def create(self, session: HubSession) -> bool:
+        """Store a new conversation; False if its id is taken (by this user or another)."""
+        index = self.keys.hub_conversations(session.owner_id)
+        if self.client.zcard(index) >= self.settings.max_conversations:
+            raise HubLimit(
+                f"You have {self.settings.max_conversations} conversations, the most one user "
+                "may keep: delete some to start a new one."
+            )
+        if not self.client.set(self.keys.hub_conversation(session.id), session.to_json(), nx=True):
+            return False
+        self.client.zadd(index, {session.id: session.last_message_at})
+        return True
+
+    def save(self, session: HubSession) -> None:
+        session.updated_at = now_ms()
+        self.client.set(self.keys.hub_conversation(session.id), session.to_json())
+
+    def page(
+        self, user_id: str, limit: int, cursor: str | None = None
+    ) -> tuple[list[HubSession], bool]:
+        """Up to `limit` conversations after `cursor` (a conversation id), newest message first;
+        and whether more follow. An unknown cursor starts from the top."""
+        index = self.keys.hub_conversations(user_id)
+        start = 0
+        if cursor:
+            rank = self.client.zrevrank(index, cursor)
+            start = 0 if rank is None else rank + 1
+        ids = self.client.zrevrange(index, start, start + limit)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        raws = self.client.mget([self.keys.hub_conversation(i) for i in ids]) if ids else []
+        sessions = [HubSession.from_json(r) for r in raws if r]
+        return [s for s in sessions if s.owner_id == user_id], more
+
+    def all_ids(self, user_id: str) -> list[str]:
+        return self.client.zrevrange(self.keys.hub_conversations(user_id), 0, -1)
+
+    def delete(self, session: HubSession) -> None:
+        """The conversation, its messages, texts, attachments, events and the memory lists its
+        runs were given; then its place in the owner's list."""
+        sid = self.keys
+        memory = list(self.client.smembers(sid.hub_memory(session.id)))
+        texts = [sid.hub_text(session.id, m) for m in self.client.hkeys(sid.hub_messages(session.id))]
+        own = [
+            sid.hub_conversation(session.id),
+            sid.hub_messages(session.id),
+            sid.hub_files(session.id),
+            sid.hub_seq(session.id),
+            sid.hub_events(session.id),
+            sid.hub_active(session.id),
+            sid.hub_memory(session.id),
+            *texts,
+        ]
+        self.client.delete(*own)  # one slot: the conversation's hash tag
+        for key in memory:  # chat memory keeps n8n's names: a key per command in a cluster
+            self.client.delete(key)
+        self.client.zrem(self.keys.hub_conversations(session.owner_id), session.id)
+
+    def remember_memory(self, session_id: str, key: str) -> None:
+        """A memory list a run of this conversation was given, deleted with it."""
+        self.client.sadd(self.keys.hub_memory(session_id), key)
+
+    # --- messages ---------------------------------------------------------------------------
+    def messages(self, session_id: str) -> dict[str, HubMessage]:
+        """Every message of the tree, by id; a streaming AI message with its text so far."""
+        raws = self.client.hgetall(self.keys.hub_messages(session_id))
+        found = {mid: HubMessage.from_json(raw) for mid, raw in raws.items()}
+        streaming = [m for m in found.values() if m.type == AI and not m.content]
+        if streaming:
+            texts = self.client.mget([self.keys.hub_text(session_id, m.id) for m in streaming])
+            for message, text in zip(streaming, texts, strict=True):
+                if text:
+                    message.content = text
+        return found
+
+    def message(self, session_id: str, message_id: str) -> HubMessage | None:
+        raw = self.client.hget(self.keys.hub_messages(session_id), message_id)
+        if raw is None:
+            return None
+        message = HubMessage.from_json(raw)
+        if message.type == AI and not message.content:
+            message.content = self.client.get(self.keys.hub_text(session_id, message_id)) or ""
+        return message
+
+    def add(self, session: HubSession, message: HubMessage, files: list[str] | None = None) -> None:
+        """A new message (and its attachments' data, base64) in the tree; the conversation's
+        lastMessageAt moves to it."""
+        sid = session.id
+        if self.client.hlen(self.keys.hub_messages(sid)) >= self.settings.max_messages:
+            raise HubLimit(
+                f"This conversation has {self.settings.max_messages} messages, the most one may "
+                "keep: start a new one."
+            )
+        if not self.client.hsetnx(self.keys.hub_messages(sid), message.id, message.to_json()):
+            raise IdTaken(f"The message id {message.id} is taken.")
+        if files:
+            named = {f"{message.id}:{index}": data for index, data in enumerate(files)}
+            self.client.hset(self.keys.hub_files(sid), mapping=named)
+        self.touch(session, message.created_at)
+
+    def touch(self, session: HubSession, at: int) -> None:
+        session.last_message_at = max(session.last_message_at, at)
+        self.save(session)
+        self.client.zadd(self.keys.hub_conversations(session.owner_id),
+                         {session.id: session.last_message_at})  # fmt: skip
+
+    def update(
+        self, session_id: str, message_id: str, change: Callable[[HubMessage], bool]
+    ) -> HubMessage | None:
+        """Change a stored message (`change` returns False to leave it); optimistic, so a
+        concurrent writer (a stop beside the relay) is never overwritten."""
+        key = self.keys.hub_messages(session_id)
+        for _ in range(UPDATE_ATTEMPTS):
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(key)
+                    raw = pipe.hget(key, message_id)
+                    if raw is None:
+                        return None
+                    message = HubMessage.from_json(raw)
+                    if not change(message):
+                        return message
+                    message.updated_at = now_ms()
+                    pipe.multi()
+                    pipe.hset(key, message_id, message.to_json())
+                    pipe.execute()
+                    return message
+                except redis.WatchError:
+                    continue
+        raise redis.RedisError(f"message {message_id} kept changing; try again")
+
+    def finish(self, session_id: str, message_id: str, status: MessageStatus,
+               text: str | None = None) -> HubMessage | None:  # fmt: skip
+        """A streaming AI message's end: its text (what streamed, or `text`) into the record,
+        its streaming text key gone. A message already ended (a stop came first) keeps its
+        status."""
+        text_key = self.keys.hub_text(session_id, message_id)
+        streamed = self.client.get(text_key) or ""
+
+        def change(message: HubMessage) -> bool:
+            message.content = text if text is not None else (message.content or streamed)
+            if message.status in (MessageStatus.RUNNING, MessageStatus.WAITING):
+                message.status = status
+            return True
+
+        message = self.update(session_id, message_id, change)
+        self.client.delete(text_key)
+        return message
+
+    def file(self, session_id: str, message_id: str, index: int) -> str | None:
+        return self.client.hget(self.keys.hub_files(session_id), f"{message_id}:{index}")
+
+    # --- the one running reply --------------------------------------------------------------
+    def active(self, session_id: str) -> str:
+        """What holds the conversation's running reply: an execution id, a claim, or ''."""
+        return self.client.get(self.keys.hub_active(session_id)) or ""
+
+    def claim(self, session_id: str, seen: str = "") -> tuple[str | None, str]:
+        """Take the conversation's running reply: (a claim token, '') if it was free (or still
+        held what the caller saw: a finished execution), else (None, what holds it)."""
+        token = "claim-" + secrets.token_hex(8)
+        held = self._claim(
+            keys=[self.keys.hub_active(session_id)], args=[token, CLAIM_SECONDS, seen]
+        )
+        return (token, "") if held == "" else (None, held)
+
+    def hand_over(self, session_id: str, held: str, execution_id: str) -> bool:
+        """The claim `held` becomes its execution's id (which ends it with the reply)."""
+        return bool(self._swap(keys=[self.keys.hub_active(session_id)], args=[held, execution_id]))
+
+    def release(self, session_id: str, held: str) -> bool:
+        return bool(self._swap(keys=[self.keys.hub_active(session_id)], args=[held, ""]))

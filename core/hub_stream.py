@@ -1,0 +1,114 @@
+"""The Chat Hub's push events: numbered per conversation, kept for a reconnect, published on the
+user's channel, and, for a chunk, the AI message's text appended in the same step.
+
+One script does it all (`emit`), so what a browser was shown is what Redis holds: a chunk's text
+is appended to `hub:conversation:<sid>:text:<mid>` before its event is published, and the event
+is numbered (`hub:conversation:<sid>:seq`) and kept (`hub:conversation:<sid>:events`, the last
+`events_kept`, for `events_ttl_seconds` after the last one) in the same step. A reconnect reads
+what it missed from there, begin and end included, on whichever api process it lands.
+
+Every event is n8n's push message `{"type": "chatHub…", "data": {...}}`, its data led by its
+`sequenceNumber`; on the channel it travels as a push event (core/events.py), so the relay's
+shared subscription carries it. The relay's own progress (the execution's last event applied)
+is written with a chunk, in the same step on one server, so another process can take over the
+relaying without repeating or losing text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.clock import now_ms
+from core.hub_settings import HubSettings
+from core.jsontext import dumps
+from core.keys import Keys
+from core.redis_clients import is_cluster, publish, script
+
+# KEYS: seq, events, text, run. ARGV: event head, event tail, kept, ttl, publish command,
+# channel ('' = the caller publishes), text to append ('' = none), most bytes, text ttl,
+# consumed ('' = none). Returns the event's number, or -1 when the text would pass its bound
+# (nothing is written then).
+_EMIT = """
+if ARGV[7] ~= '' then
+  if redis.call('STRLEN', KEYS[3]) + string.len(ARGV[7]) > tonumber(ARGV[8]) then return -1 end
+  redis.call('APPEND', KEYS[3], ARGV[7])
+  redis.call('EXPIRE', KEYS[3], ARGV[9])
+end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], 'consumed', ARGV[10]) end
+local n = redis.call('INCR', KEYS[1])
+local event = ARGV[1] .. n .. ARGV[2]
+redis.call('RPUSH', KEYS[2], event)
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+if ARGV[6] ~= '' then redis.call(ARGV[5], ARGV[6], '{"push":' .. event .. '}') end
+return n
+"""
+_HEAD = '{"sequenceNumber":'
+
+
+class TooLong(Exception):
+    """An AI message's text would pass MINI_N8N_CHAT_HUB_MAX_REPLY_BYTES."""
+
+
+class HubEvents:
+    def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int):
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.text_ttl = text_ttl  # an abandoned text key goes with the execution's keys
+        self._cluster = is_cluster(client)
+        self._emit = script(client, _EMIT)
+
+    def emit(
+        self,
+        user_id: str,
+        session_id: str,
+        event_type: str,
+        data: dict[str, Any],
+        *,
+        append: tuple[str, str] | None = None,
+        consumed: tuple[str, int] | None = None,
+    ) -> int:
+        """Number, keep and publish one event; `append` = (message id, text) adds a chunk's
+        text first, `consumed` = (execution id, its event number) records the relay's
+        progress. Returns the event's number (TooLong: nothing written)."""
+        head, tail = around_sequence(event_type, {"sessionId": session_id, **data})
+        text_key = self.keys.hub_text(session_id, append[0]) if append else ""
+        run_key = self.keys.hub_run(consumed[0]) if consumed else ""
+        channel = self.keys.hub_push(user_id)
+        in_script = consumed is not None and not self._cluster
+        keys = [self.keys.hub_seq(session_id), self.keys.hub_events(session_id),
+                text_key or self.keys.hub_seq(session_id),
+                run_key if in_script else self.keys.hub_seq(session_id)]  # fmt: skip
+        args = [
+            head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
+            "PUBLISH", "" if self._cluster else channel,
+            append[1] if append else "", self.settings.max_reply_bytes, self.text_ttl,
+            consumed[1] if in_script and consumed else "",
+        ]  # fmt: skip
+        n = int(self._emit(keys=keys, args=args))
+        if n < 0:
+            raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
+        if self._cluster:  # the user's channel and the run are in other slots than the events
+            publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
+            if consumed is not None:
+                self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
+        return n
+
+    def since(self, session_id: str, last_sequence: int) -> list[dict[str, Any]]:
+        """The kept events numbered after `last_sequence`, oldest first."""
+        raws = self.client.lrange(self.keys.hub_events(session_id), 0, -1)
+        found = [json.loads(raw) for raw in raws]
+        return [e for e in found if e["data"]["sequenceNumber"] > last_sequence]
+
+    def last(self, session_id: str) -> int:
+        return int(self.client.get(self.keys.hub_seq(session_id)) or 0)
+
+
+def around_sequence(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
+    """The push message `{"type", "data": {"sequenceNumber": n, **data}}` as the text before and
+    after n, which the script learns as it numbers the event."""
+    rest = dumps({**data, "timestamp": data.get("timestamp") or now_ms()})
+    head = '{"type":' + dumps(event_type) + ',"data":' + _HEAD
+    return head, "," + rest[1:] + "}"
