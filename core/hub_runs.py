@@ -56,9 +56,7 @@ class RunStore:
     def take(self, execution_id: str) -> str | None:
         """The relay's lease for this process (its token), or None when another holds it."""
         token = secrets.token_hex(8)
-        taken = self.client.set(
-            self.keys.hub_relay(execution_id), token, nx=True, px=self.lease_ms
-        )
+        taken = self.client.set(self.keys.hub_relay(execution_id), token, nx=True, px=self.lease_ms)
         return token if taken else None
 
     def renew(self, execution_id: str, token: str) -> bool:

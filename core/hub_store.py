@@ -116,7 +116,9 @@ class ConversationStore:
         runs were given; then its place in the owner's list."""
         sid = self.keys
         memory = list(self.client.smembers(sid.hub_memory(session.id)))
-        texts = [sid.hub_text(session.id, m) for m in self.client.hkeys(sid.hub_messages(session.id))]
+        texts = [
+            sid.hub_text(session.id, m) for m in self.client.hkeys(sid.hub_messages(session.id))
+        ]
         own = [
             sid.hub_conversation(session.id),
             sid.hub_messages(session.id),

@@ -27,7 +27,6 @@ from engine.registry import register
 from engine.webhooks import WebhookSpec
 from engine.workflow import Node, Workflow
 
-
 _HUB_SHOWN = {"availableInChat": (True,), "@version": ({"_cnd": {"gte": 1.2}},)}
 _ICON = {"type": "icon", "value": "bot"}
 # n8n's Chat Hub fields (1.2 and later): the workflow, once active, is an agent of the hub
