@@ -12,7 +12,18 @@ import redis
 from flask import Flask, Response, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
-from api import access_log, bodies, chat_socket, errors, ops, push, rest, waiting_webhook, webhooks
+from api import (
+    access_log,
+    bodies,
+    chat_socket,
+    errors,
+    hub,
+    ops,
+    push,
+    rest,
+    waiting_webhook,
+    webhooks,
+)
 from api.rest import signin
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
@@ -50,6 +61,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(signin.bp)
+    app.register_blueprint(hub.bp)  # the Chat Hub, /rest/chat
     app.register_blueprint(push.bp)
     app.register_blueprint(waiting_webhook.bp)
     chat_socket.register(app)

@@ -100,9 +100,11 @@ def post_worker_init(worker) -> None:
         while worker.alive:
             gevent.sleep(0.5)
         from api import chat_socket
+        from api.hub import fanout
         from api.push import end_all
 
         end_all("the api is shutting down")
+        fanout.end_all("the api is shutting down")
         chat_socket.end_all("the api is restarting")
 
     gevent.spawn(watch)

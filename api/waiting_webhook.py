@@ -29,6 +29,7 @@ from flask import Blueprint, Response, request
 
 from api.cors import cors_headers
 from api.errors import ApiError
+from api.hub.follow import resumed_by_link
 from api.launcher import LaunchError
 from api.runtime import runtime
 from core.chat_node_message import Approval
@@ -83,6 +84,7 @@ def waiting_webhook(execution_id: str, node_id: str) -> Response:
         rt.launcher.resume(queued, saved, reply)
     except LaunchError as err:
         raise ApiError(503, str(err), headers) from None
+    resumed_by_link(execution_id)  # a Chat Hub conversation's: its relay goes on from here
     return _page(RECORDED, 200, headers)
 
 

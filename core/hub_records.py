@@ -190,6 +190,9 @@ class HubRun:
     open: dict[str, str] = field(default_factory=dict)  # "<nodeId>|<run>|<item>" -> message id
     chat_messages: int = 0  # Chat-node messages relayed (responseNodes)
     title_after: bool = False  # the conversation's first reply: a title follows it
+    # How that title is asked for: {"provider": "mock"} or {"provider": "openai", "model",
+    # "credential": {"id", "name"}} (api/hub/titles.py).
+    title_with: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return dumps(_camel(asdict(self)))

@@ -87,9 +87,12 @@ class ConversationStore:
         self.client.zadd(index, {session.id: session.last_message_at})
         return True
 
-    def save(self, session: HubSession) -> None:
+    def save(self, session: HubSession) -> bool:
+        """Store a change; False when the conversation is gone (deleted meanwhile: it stays
+        gone)."""
         session.updated_at = now_ms()
-        self.client.set(self.keys.hub_conversation(session.id), session.to_json())
+        key = self.keys.hub_conversation(session.id)
+        return bool(self.client.set(key, session.to_json(), xx=True))
 
     def page(
         self, user_id: str, limit: int, cursor: str | None = None
@@ -178,9 +181,9 @@ class ConversationStore:
 
     def touch(self, session: HubSession, at: int) -> None:
         session.last_message_at = max(session.last_message_at, at)
-        self.save(session)
-        self.client.zadd(self.keys.hub_conversations(session.owner_id),
-                         {session.id: session.last_message_at})  # fmt: skip
+        if self.save(session):
+            self.client.zadd(self.keys.hub_conversations(session.owner_id),
+                             {session.id: session.last_message_at}, xx=True)  # fmt: skip
 
     def update(
         self, session_id: str, message_id: str, change: Callable[[HubMessage], bool]

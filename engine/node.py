@@ -65,6 +65,10 @@ class ExecuteFunctions(NodeFunctions, Protocol):
     @property
     def input_items(self) -> list[Item]: ...
 
+    @property
+    def run_index(self) -> int:
+        """Which run of this node this is (0 for its first in the execution)."""
+
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
         """The parameter at dotted `path` over the type's defaults, expressions resolved on
         input item `item_index`."""

@@ -213,9 +213,9 @@ class _AgentTurn:
         on_token = (
             (lambda token: ctx.send_chunk("item", index, token, self._run())) if streaming else None
         )
-        for call in range(self._max_iterations()):
+        for step in range(self._max_iterations()):
             ctx.checkpoint()
-            if call and streaming and self.runs_per_call:
+            if step and streaming and self.runs_per_call:
                 ctx.send_chunk("end", index, None, self._run())
                 self.extra_runs += 1
                 ctx.send_chunk("begin", index, None, self._run())

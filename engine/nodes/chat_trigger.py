@@ -256,8 +256,10 @@ def chat_settings(node: Node) -> ChatSettings:
     # responseNodes (n8n's "Using Response Nodes"): the POST answers at once and the Chat
     # nodes' messages reach the client over the chat WebSocket (api/chat_socket.py). A hub
     # agent streams unless told otherwise (n8n's responseMode default for availableInChat).
+    given = node.parameters.get("options")
+    given = given.get("responseMode") if isinstance(given, dict) else None
     default = "streaming" if params.get("availableInChat") is True else "lastNode"
-    mode = params["options"].get("responseMode") or default
+    mode = given or default
     public = bool(params.get("public"))
     return ChatSettings(
         params=params,

@@ -1,0 +1,156 @@
+"""Starting a hub reply: a message sent, edited or regenerated becomes an execution, on the same
+path as every chat message (api/launcher.py: the record, the relay's confirmed subscription and
+the task in one step; api/conversation.py to answer a Chat node that waits), and a relay of its
+events (api/hub/feed.py) in this process.
+
+In order, as n8n's: the checks (agent, model, files: 4xx, nothing written), the conversation's
+one running reply claimed (409 when it has one), the human message stored and announced
+(`chatHubHumanMessageCreated`, or `chatHubMessageEdited`), `chatHubExecutionBegin`, then the
+execution: a Chat node's waiting question answered when the message follows it, else a new
+execution, its memory written first from the branch shown (api/hub/branch_memory.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.conversation import JOIN_ATTEMPTS, ReplyRefused, deliver
+from api.errors import ApiError
+from api.hub import attachments, branch_memory, follow
+from api.hub.feed import ReplyFeed
+from api.hub.responders import Responder
+from api.hub.state import HubRuntime
+from api.hub_identity import HubUser
+from core.clock import now_ms
+from core.hub_records import HUMAN, HubMessage, HubRun, HubSession, MessageStatus, branch
+from runtime.spawn import spawn
+
+
+@dataclass
+class Turn:
+    """One reply to start: the conversation, what answers, the human message it answers."""
+
+    session: HubSession
+    responder: Responder
+    human: HubMessage
+    files: list[attachments.File]
+    messages: dict[str, HubMessage]  # the tree, the human message included
+    retry_of: str | None = None
+    title_after: bool = False
+    claim: str = field(default="")
+
+
+@contextlib.contextmanager
+def claimed(h: HubRuntime, session_id: str) -> Iterator[str]:
+    """The conversation's one running reply, held while the reply starts: handed to its
+    execution by `start`, or given back if the start fails (409 when another reply runs)."""
+    token = follow.claim(h, session_id)
+    try:
+        yield token
+    finally:
+        h.conversations.release(session_id, token)  # nothing, once handed over
+
+
+def human_message(session: HubSession, user: HubUser, message_id: str, text: str,
+                  previous: str | None, files: list[attachments.File]) -> HubMessage:  # fmt: skip
+    at = now_ms()
+    return HubMessage(
+        id=message_id, session_id=session.id, type=HUMAN, name=user.first_name or "User",
+        content=text, status=MessageStatus.SUCCESS, created_at=at, updated_at=at,
+        previous_message_id=previous, attachments=[f.record() for f in files],
+    )  # fmt: skip
+
+
+def announce_human(h: HubRuntime, user: HubUser, message: HubMessage, edited: bool) -> None:
+    files = [
+        {"id": f"{message.id}:{i}", "fileName": a.file_name, "mimeType": a.mime_type}
+        for i, a in enumerate(message.attachments)
+    ]
+    data: dict[str, Any] = {"messageId": message.id, "content": message.content,
+                            "attachments": files}  # fmt: skip
+    if edited:
+        data["revisionOfMessageId"] = message.revision_of_message_id
+        h.events.emit(user.id, message.session_id, "chatHubMessageEdited", data)
+    else:
+        data["previousMessageId"] = message.previous_message_id
+        h.events.emit(user.id, message.session_id, "chatHubHumanMessageCreated", data)
+
+
+def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
+    """Begin the execution that answers `turn.human` and relay it (the claim, handed over)."""
+    h.events.emit(user.id, turn.session.id, "chatHubExecutionBegin", {})
+    parent = turn.messages.get(turn.human.previous_message_id or "")
+    waiting = follow.waiting_run(h, parent) if turn.retry_of is None else None
+    follow.stop_other_waits(h, turn.session.id, turn.messages, keep=waiting)
+    if waiting is not None:
+        run, stream = _answer_wait(h, turn, waiting)
+    else:
+        run, stream = _launch(h, user, turn)
+    if not h.conversations.hand_over(turn.session.id, turn.claim, run.execution_id):
+        raise ApiError(409, "This conversation's reply was taken over; try again.")
+    h.runs.save(run)
+    lease = h.runs.take(run.execution_id) or ""
+    spawn(ReplyFeed(h, run, stream, lease))
+
+
+def _launch(h: HubRuntime, user: HubUser, turn: Turn):
+    rt, responder, session = h.rt, turn.responder, turn.session
+    for key, ttl in branch_memory.targets(responder.workflow, rt.keys, session.id):
+        shown = branch(turn.messages, turn.human.previous_message_id)
+        branch_memory.rewrite(rt.redis, key, ttl, branch_memory.turns(shown))
+        h.conversations.remember_memory(session.id, key)
+    text = turn.human.content
+    if responder.generated:
+        text = attachments.inline(text, turn.files)
+    body = {"sessionId": session.id, "action": "sendMessage", "chatInput": text}
+    files = [] if responder.generated else turn.files
+    item = attachments.trigger_item(body, files)
+    launched = None
+    for _ in range(JOIN_ATTEMPTS):
+        launched = rt.launcher.start(
+            responder.raw, responder.workflow, responder.trigger, [item], mode="webhook",
+            response_mode=responder.response_mode, session_id=session.id, subscribe=True,
+        )  # fmt: skip
+        if not launched.joined:
+            break
+        record = rt.executions.get(launched.execution_id)  # a conversation left unfinished
+        with contextlib.suppress(ReplyRefused):
+            follow.stop(h, record)
+    if launched is None or launched.stream is None:
+        raise ApiError(503, "This conversation is busy; send the message again.")
+    model = responder.ref.to_json()
+    run = HubRun(
+        execution_id=launched.execution_id, user_id=user.id, session_id=session.id,
+        response_mode=responder.response_mode, reply_to=turn.human.id, model=model,
+        retry_of=turn.retry_of, title_after=turn.title_after,
+        title_with={"provider": responder.title.provider, "model": responder.title.model,
+                    "credential": responder.title.credential or {}},
+    )  # fmt: skip
+    return run, launched.stream
+
+
+def _answer_wait(h: HubRuntime, turn: Turn, waiting: HubRun):
+    """The message answers a Chat node's question: the waiting execution resumes with it."""
+    rt = h.rt
+    stream = follow.subscribe(h, waiting.execution_id)
+    record = rt.executions.get(waiting.execution_id)
+    body = {"chatInput": turn.human.content, "files": []}
+    try:
+        if record is None:
+            raise ReplyRefused("The conversation's state is gone.")
+        deliver(rt, record, turn.session.id, body)
+    except ReplyRefused as err:
+        rt.relay().unsubscribe(stream)
+        raise ApiError(409, str(err)) from None
+    follow.answered(h, waiting)
+    waiting.reply_to, waiting.messages, waiting.open = turn.human.id, [], {}
+    waiting.retry_of = None
+    return waiting, stream
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
