@@ -7,6 +7,7 @@ process died, taken over by whichever process is asked about the conversation ne
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from api.errors import ApiError
 from api.hub.feed import ReplyFeed
@@ -92,21 +93,33 @@ def subscribe(h: HubRuntime, execution_id: str) -> Stream:
     return stream
 
 
-def resumed_by_link(execution_id: str) -> None:
-    """A button's link (api/waiting_webhook.py) resumed this execution: if it answers a hub
-    conversation, relay it again from here."""
+def follow_resume(execution_id: str) -> Callable[[bool], None]:
+    """Before a button's link (api/waiting_webhook.py) resumes this execution: if it answers
+    a hub conversation, subscribe to it now, so nothing it sends is missed; the returned call,
+    told whether the resume went out, relays it from here (or lets go)."""
     h = hub()
     found = h.runs.get(execution_id)
-    if found is None:
-        return
+    lease = h.runs.take(execution_id) if found is not None else None
+    if found is None or lease is None:
+        return lambda resumed: None
     run = found[0]
-    token, _ = h.conversations.claim(run.session_id)
-    answered(h, run)
-    run.reply_to = run.last_message
-    run.messages, run.open, run.retry_of = [], {}, None
-    if token is not None:
-        h.conversations.hand_over(run.session_id, token, execution_id)
-    _relay(h, run)
+    stream = subscribe(h, execution_id)
+
+    def go(resumed: bool) -> None:
+        if not resumed:
+            h.rt.relay().unsubscribe(stream)
+            h.runs.release(execution_id, lease)
+            return
+        token, _ = h.conversations.claim(run.session_id)
+        answered(h, run)
+        run.reply_to = run.last_message
+        run.messages, run.open, run.retry_of = [], {}, None
+        if token is not None:
+            h.conversations.hand_over(run.session_id, token, execution_id)
+        h.runs.save(run)
+        spawn(ReplyFeed(h, run, stream, lease))
+
+    return go
 
 
 def ensure_relayed(h: HubRuntime, session_id: str) -> None:
