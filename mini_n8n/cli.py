@@ -9,6 +9,8 @@ import os
 import sys
 from functools import partial
 
+from mini_n8n import chats_cli
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("chat", help="chat with a Chat Trigger URL from the terminal")
     p.add_argument("url")
     p.add_argument("--session", default=None)
+    chats_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
     handler = {
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "deactivate": _deactivate,
         "sessions": _sessions,
         "chat": _chat,
+        "chats": lambda args: chats_cli.run(args, _store),
     }[args.command]
     try:
         return handler(args) or 0
