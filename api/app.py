@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Flask, Response, send_from_directory
+from flask import Flask, Response, redirect, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
 from api import (
+    access,
     access_log,
     bodies,
     chat_socket,
@@ -24,7 +25,7 @@ from api import (
     waiting_webhook,
     webhooks,
 )
-from api.rest import signin
+from api.rest import auth, signin
 from api.runtime import ApiRuntime
 from core.jsontext import dumps
 from core.settings import Settings
@@ -57,6 +58,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     bodies.install(app, settings)  # every body in, under its door's limit, before its view runs
     app.after_request(_nosniff)
     errors.register_error_handlers(app)
+    access.install(app)  # what each role may reach, before any blueprint's own checks
     app.register_blueprint(ops.bp)
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(rest.bp)
@@ -66,13 +68,26 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(waiting_webhook.bp)
     chat_socket.register(app)
     app.add_url_rule("/", "editor", _editor)
+    app.add_url_rule("/signin", "signin_page", _editor)  # the editor's sign-in, then ?redirect=
+    app.add_url_rule(access.HUB_PATH, "hub", _hub)
     _import_workflows(app, settings)
     return app
 
 
 def _editor():
     """The editor page; its modules and styles are static files under /static/editor/."""
-    response = send_from_directory(Path(__file__).parent / "static" / "editor", "index.html")
+    return _page("editor")
+
+
+def _hub():
+    """The Chat Hub's page (a placeholder until the hub is built): signed-in people only."""
+    if auth.identify(navigation=True) is None:
+        return redirect(f"/signin?redirect={access.HUB_PATH}")
+    return _page("hub")
+
+
+def _page(folder: str) -> Response:
+    response = send_from_directory(Path(__file__).parent / "static" / folder, "index.html")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["Content-Security-Policy"] = EDITOR_CSP

@@ -4,8 +4,12 @@
 - `basicAuth`: the node's `httpBasicAuth` credential (`user`, `password`) from the deployment's
   credentials file. No or malformed `Authorization` header -> 401, wrong user or password -> 403,
   both with `WWW-Authenticate: Basic realm="Webhook"`; no usable credential -> 500.
-- `n8nUserAuth`: n8n checks an editor login cookie; mini-n8n has no editor users, so every request
-  is refused with 401 rather than let through.
+- `n8nUserAuth`: a person signed in to this server (api/rest/signin.py), any role, by the
+  session cookie: none -> 401 "User not authenticated!", one that stands for nobody (signed out,
+  expired, the user removed) -> 401 "Invalid authentication token", as n8n answers. The hosted
+  page itself sends a signed-out browser to sign in and back (api/chat_trigger.py). Who it was
+  goes into the trigger's output as n8n's hosted page puts it there, `metadata.user` ({id,
+  firstName, lastName, email}), but written here from the session, never taken from the body.
 
 Messages never name a user or a password, and the credential is never logged.
 """
@@ -19,6 +23,7 @@ from flask import Request
 
 from api.errors import ApiError
 from core.credentials import CredentialError
+from core.users import User
 
 log = logging.getLogger("mini_n8n.auth")
 
@@ -26,15 +31,30 @@ CHALLENGE = {"WWW-Authenticate": 'Basic realm="Webhook"'}
 NO_CREDENTIAL = "No authentication data defined on node!"
 
 
-def check_webhook_auth(rt, node, method: str, request: Request) -> None:
+def check_webhook_auth(rt, node, method: str, request: Request) -> User | None:
+    """Nothing when the request may go on (the signed-in user for n8nUserAuth), raises
+    otherwise."""
     if method in ("none", "", None):
-        return
+        return None
     if method == "basicAuth":
         _basic_auth(rt, node, request)
-        return
+        return None
     if method == "n8nUserAuth":
-        raise ApiError(401, "User not authenticated! (n8n user auth is not available in mini-n8n)")
+        return signed_in_user(request)
     raise ApiError(500, f'Unknown authentication "{method}"')
+
+
+def signed_in_user(request: Request, navigation: bool = False) -> User:
+    """The person the request's session cookie stands for, or 401 as n8n says it."""
+    # Imported here: the api.rest package imports its routes, and one of them imports this.
+    from api.rest import auth, cookie
+
+    user = auth.session_user(navigation)
+    if user is not None:
+        return user
+    if cookie.user_token(request) is None:
+        raise ApiError(401, "User not authenticated!")
+    raise ApiError(401, "Invalid authentication token")
 
 
 def _basic_auth(rt, node, request: Request) -> None:

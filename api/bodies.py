@@ -158,11 +158,18 @@ def received_by_view(view: Callable[..., Any]) -> Callable[..., Any]:
     return view
 
 
+def current_request() -> Request:
+    """The request itself, not the proxy: a function that reads it many times (each read of
+    the proxy is four calls) takes it once."""
+    return request._get_current_object()  # type: ignore[attr-defined]
+
+
 def _receive_before_view() -> None:
-    view = current_app.view_functions.get(request.endpoint or "")
+    req = current_request()
+    view = current_app.view_functions.get(req.endpoint or "")
     if not getattr(view, _OWN_BODY, False):
-        limit(request, route_door(request))
-        receive()
+        limit(req, route_door(req))
+        receive(req)
 
 
 def intake(app: Flask | None = None) -> Intake:
@@ -170,20 +177,20 @@ def intake(app: Flask | None = None) -> Intake:
     return intake
 
 
-def receive() -> None:
+def receive(request: Request) -> None:
     """The whole body, in before any turn is taken: read under the deadlines of `Arrival` and
     the process's budget of bytes, kept where Flask keeps what `get_data(cache=True)` read (so
     forms parse from it). 408 for a sender too slow, 413 past the limit, 503 if no room came."""
-    if not _has_body(request) or getattr(request, "_cached_data", None) is not None:
+    length = request.content_length
+    if not _has_body(request, length) or getattr(request, "_cached_data", None) is not None:
         return
     limit = request.max_content_length
-    length = request.content_length
     if length is not None and limit is not None and length > limit:
         raise _too_large(limit)
     rules = intake()
     held = g.body_held = Held(rules.budget)
     if "wsgi.input_terminated" in request.environ and gevent_patched():
-        data = _receive(request, rules, held)
+        data = _receive(request, length, rules, held)
     else:  # a body already in memory (Flask's test client): nothing to wait for
         data = request.stream.read()
         held.take(len(data), None)
@@ -198,12 +205,11 @@ def release() -> None:
         held.release()
 
 
-def _receive(request: Request, rules: Intake, held: Held) -> bytes:
+def _receive(request: Request, length: int | None, rules: Intake, held: Held) -> bytes:
     """Read from the server's input: gunicorn ends it at the body's end (length or chunks); the
     socket's timeout is the idle time between two bytes, a timer each read's rate deadline."""
     environ = request.environ
     stream, sock = environ["wsgi.input"], environ.get("gunicorn.socket")
-    length = request.content_length
     small = length is not None and length <= SMALL_BODY_BYTES
     pace = Pace(rules.arrival, time.monotonic())
     reader = _Reader(length, request.max_content_length)
@@ -301,7 +307,8 @@ def limit(request: Request, door: Door) -> None:
     mimetype = request.mimetype if door is Door.CHAT else ""  # only a chat's limit depends on it
     max_bytes = body_limit(intake().settings, door, mimetype)
     request.max_content_length = max_bytes
-    if request.content_length is not None and request.content_length > max_bytes:
+    length = request.content_length
+    if length is not None and length > max_bytes:
         raise _too_large(max_bytes)
     cached = getattr(request, "_cached_data", None)
     if cached is not None and len(cached) > max_bytes:
@@ -364,7 +371,7 @@ def parse_object(data: bytes | str, max_values: int | None = None) -> dict[str, 
 def require_json(request: Request) -> None:
     """A body, if any, must say it is JSON: a page on another site can send text/plain or a
     form without asking first (no CORS preflight), never application/json."""
-    if not _has_body(request):
+    if not _has_body(request, request.content_length):
         return
     if request.mimetype != "application/json":
         raise ApiError(415, "The request body must be JSON (Content-Type: application/json)")
@@ -390,14 +397,15 @@ def is_large(request: Request) -> bool:
     cached = getattr(request, "_cached_data", None)
     if cached is not None:
         return len(cached) > LARGE_BODY_BYTES
-    if request.content_length is not None:
-        return request.content_length > LARGE_BODY_BYTES
+    length = request.content_length
+    if length is not None:
+        return length > LARGE_BODY_BYTES
     return _chunked(request)
 
 
-def _has_body(request: Request) -> bool:
-    if request.content_length is not None:
-        return request.content_length > 0
+def _has_body(request: Request, length: int | None) -> bool:
+    if length is not None:
+        return length > 0
     return _chunked(request)
 
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 import re
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
-from flask import Request, Response, jsonify
+from flask import Request, Response, jsonify, redirect
 from werkzeug.exceptions import HTTPException
 
 from api import bodies, cors
-from api.auth import check_webhook_auth
+from api.auth import check_webhook_auth, signed_in_user
 from api.body_limit import Door
 from api.chat_files import multipart_item
 from api.chat_page import page_response
 from api.errors import ApiError
+from core.users import User
 from engine.errors import EngineError, SessionKeyRefused
 from engine.nodes.chat_trigger import ChatSettings, chat_settings
 from engine.previous_session import previous_session as load_previous_session
@@ -65,13 +67,13 @@ def handle_chat(rt, workflow: Workflow, node: Node, request: Request, start) -> 
 
 
 def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> Response:
-    check_webhook_auth(rt, node, chat.authentication, request)
     if request.method in ("GET", "HEAD"):
-        if not chat.hosted_page:
-            raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
-        return page_response(workflow, chat)
+        return _page(rt, workflow, node, chat, request)
+    user = check_webhook_auth(rt, node, chat.authentication, request)
     item = chat_item(request, rt.settings, chat.allowed_file_types)
     body = item["json"]
+    if chat.authentication == "n8nUserAuth" and user is not None:
+        with_user(body, user, chat.include_user)
     headers: dict[str, str] = {}
     if body.get("sessionId") is None:
         # Never fall back to a shared default session: a fresh one, returned to the client.
@@ -79,6 +81,32 @@ def _answer(rt, workflow, node, chat: ChatSettings, request: Request, start) -> 
     if body.get("action", "sendMessage") == "loadPreviousSession":
         return previous_session(rt, workflow, node, chat, body, headers)
     return start([item], chat.response_mode, body["sessionId"], headers)
+
+
+def with_user(body: dict[str, Any], user: User, include: bool) -> None:
+    """Who sent an n8nUserAuth message, as n8n 2.41 writes it: `user` ({id, email, firstName,
+    lastName}) is the server's key, a client's own `user` dropped, set when the trigger includes
+    the user (`includeUserInOutput`). n8n's hosted page also sends `metadata.user` from its
+    script; here the server writes that one too, from the session, so no client can claim it."""
+    body.pop("user", None)
+    if include:
+        body["user"] = user.identity()
+    body["metadata"] = {**(body.get("metadata") or {}), "user": user.identity()}
+
+
+def _page(rt, workflow, node, chat: ChatSettings, request: Request):
+    """The hosted page. n8nUserAuth: a browser that is not signed in is sent to sign in, and
+    back here after (n8n's page does it from its script; here the server does, before any)."""
+    if chat.authentication == "n8nUserAuth":
+        try:
+            signed_in_user(request, navigation=True)
+        except ApiError:
+            return redirect("/signin?" + urlencode({"redirect": request.full_path.rstrip("?")}))
+    else:
+        check_webhook_auth(rt, node, chat.authentication, request)
+    if not chat.hosted_page:
+        raise ApiError(404, "This chat has no hosted page (it is in Embedded Chat mode)")
+    return page_response(workflow, chat)
 
 
 def chat_item(request: Request, settings, file_types: list[str]) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from core.keys import Keys
 from core.presence import Presence
 from core.redis_clients import connect, pools
 from core.settings import Settings
+from core.signin_throttle import SigninThrottle
+from core.user_sessions import UserSessions
+from core.users import UserStore
 from core.workflow_store import WorkflowStore
 from engine.services import Services
 from engine.workflow import load_workflow
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
     from core.redis_credentials import RedisConnections
 
 log = logging.getLogger("mini_n8n.api")
+
+# How long a browser stays signed in: a bookmark keeps working across restarts of the server and
+# of the browser (the cookie's Max-Age, and a user session's TTL in Redis).
+SESSION_SECONDS = 30 * 24 * 3600
 
 # Every request needs Redis for a few short commands; a small fixed pool, filled once, serves
 # thousands of requests a second and keeps the api's connection count constant under load.
@@ -61,6 +68,9 @@ class ApiRuntime:
         )
         self.executions = ExecutionStore.from_settings(self.redis, self.keys, settings)
         self.memory = RedisMemory(self.redis, self.keys)
+        self.users = UserStore(self.redis, self.keys)
+        self.user_sessions = UserSessions(self.redis, self.keys, self.users, SESSION_SECONDS)
+        self.signin_throttle = SigninThrottle(self.redis, self.keys)
         self._relay: Relay | None = None
         self._celery = None
         self._lock = threading.Lock()

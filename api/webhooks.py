@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, g, request
+from flask import Blueprint, Request, Response, g, request
 
 from api import bodies
 from api.body_limit import Door
@@ -37,17 +37,18 @@ ALL_METHODS = [*WEBHOOK_METHODS, "OPTIONS"]
 @bodies.received_by_view
 def webhook(path: str) -> Response:
     rt = runtime()
-    door = _door(rt, path)
+    request = bodies.current_request()  # read here often: the request, not its proxy
+    door = _door(rt, request, path)
     bodies.limit(request, door)  # 413 from Content-Length, before a byte is read
-    bodies.receive()  # holding no turn: a slow sender keeps nobody else waiting
+    bodies.receive(request)  # holding no turn: a slow sender keeps nobody else waiting
     # A large body waits for its own turn (one at a time): parsed and enqueued, it holds
     # several copies of itself, and a handful at once would outgrow the api's memory.
     with rt.admission.turn() as turn, rt.admission.body_turn(bodies.is_large(request)):
         g.start_turn = turn  # given back once the execution started (see launch)
-        return _webhook(rt, path)
+        return _webhook(rt, request, path)
 
 
-def _door(rt, path: str) -> Door:
+def _door(rt, request: Request, path: str) -> Door:
     """A chat message's door for a Chat Trigger's route, else a webhook's."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return Door.WEBHOOK
@@ -65,7 +66,7 @@ def _door(rt, path: str) -> Door:
     return Door.CHAT if node.type == ChatTrigger.type else Door.WEBHOOK
 
 
-def _webhook(rt, path: str) -> Response:
+def _webhook(rt, request: Request, path: str) -> Response:
     """Routed from what the api remembers, when it found the route before: the execution's
     create confirms it in the same step, and an answer that starts none confirms it after.
     A route gone stale (the webhook moved, the workflow changed) is routed again."""
@@ -75,7 +76,7 @@ def _webhook(rt, path: str) -> Response:
         route = rt.workflows.route(method, path, remembered=True)
         g.route_check = route.check
         try:
-            response = _routed(rt, path, method, route)
+            response = _routed(rt, request, path, method, route)
         except RouteChanged:
             response = None
         except ApiError:
@@ -86,7 +87,7 @@ def _webhook(rt, path: str) -> Response:
             return response
         rt.workflows.forget_routes()
     g.route_check = None
-    return _routed(rt, path, method, rt.workflows.route(method, path))
+    return _routed(rt, request, path, method, rt.workflows.route(method, path))
 
 
 def _route_held(rt) -> bool:
@@ -96,7 +97,7 @@ def _route_held(rt) -> bool:
     return check is None or rt.workflows.confirm(check)
 
 
-def _routed(rt, path: str, method: str, route: Route) -> Response:
+def _routed(rt, request: Request, path: str, method: str, route: Route) -> Response:
     workflow_id, allowed, found, _ = route
     if request.method == "OPTIONS":
         return _options(rt, path, allowed)
@@ -156,6 +157,7 @@ def _trigger_for(workflow, method: str, path: str):
 
 def webhook_item(path: str) -> dict[str, Any]:
     """The Webhook node's output item, as n8n builds it from the request."""
+    request = bodies.current_request()
     settings = runtime().settings
     if request.is_json:
         body = bodies.json_value(request, settings.json_max_values)

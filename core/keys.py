@@ -63,6 +63,15 @@
 | hub:push:<uid>                   | channel | a user's Chat Hub push events                             |
 | hub:execution:<id>               | STRING  | the Chat Hub reply an execution produces (HubRun); TTL    |
 | hub:execution:<id>:relay         | STRING  | held by the api process relaying it; short TTL            |
+| user:<id>                        | STRING  | a person's record: email, names, role, argon2 hash of     |
+|                                  |         | the password, session epoch (core/users.py)               |
+| users                            | HASH    | lower-cased email -> user id                              |
+| signin:session:<sha256>          | STRING  | a signed-in browser: "<userId> <epoch>", named by the     |
+|                                  |         | digest of its cookie's token; TTL = the cookie's life     |
+| signin:failures:<kind>:<subject> | STRING  | failed sign-ins of one account (kind "account", the       |
+|                                  |         | email) or address ("address"); TTL (core/signin_throttle) |
+| signin:wait:<kind>:<subject>     | STRING  | set while that account or address must wait before its    |
+|                                  |         | next try; TTL = the wait                                  |
 
 An optional global prefix (MINI_N8N_KEY_PREFIX) is put in front of every key, so several
 deployments can share one Redis database.
@@ -75,9 +84,10 @@ or transaction touches together share a hash tag, so they live in one slot:
   `{w}:webhooks`, `{w}:workflow:<id>`, `{w}:workflow:<id>:snapshot:<digest>`;
 - a Chat Hub conversation's keys tag it: `hub:conversation:{<sid>}`, `…:messages`, `…:events`, …;
   an execution's hub keys tag the execution: `hub:execution:{<id>}`, `…:relay`;
+- the users and their email index share `{u}`: `{u}:users`, `{u}:user:<id>`;
 - chat memory keeps its names (`chat:<sessionKey>`, n8n's layout; one key per command), and so do
-  the `executions:*` indexes, `push:<pushRef>` and a user's `hub:user:…`, `hub:push:…`, each a
-  key of its own.
+  the `executions:*` indexes, `push:<pushRef>`, the `signin:*` keys and a user's `hub:user:…`,
+  `hub:push:…`, each a key of its own.
 Commands that span executions (the session's turn hand-over, the liveness of the head of a line)
 are then steps of one slot each (core/executions.py). The global prefix may not hold braces then:
 it would become the hash tag of every key.
@@ -101,11 +111,12 @@ PROTECTED = "memory:"
 # Our own namespaces, and the names Celery's Redis transport (kombu) uses when the broker shares
 # the database. A public session key may never produce one of them.
 _WORKFLOWS_TAG = "{w}:"  # in a cluster: the one slot of the workflows and the webhook table
+_USERS_TAG = "{u}:"  # in a cluster: the one slot of the users and their email index
 _OWN_PREFIXES = (
     "workflow:", "execution:", "executions:", "session:", "push:", "worker:", PROTECTED,
-    _WORKFLOWS_TAG, "hub:",
+    _WORKFLOWS_TAG, "hub:", "user:", "signin:", _USERS_TAG,
 )  # fmt: skip
-_OWN_NAMES = ("workflows", "webhooks", "workers")
+_OWN_NAMES = ("workflows", "webhooks", "workers", "users")
 _BROKER_PREFIXES = ("_kombu.",)
 _BROKER_NAMES = ("unacked", "unacked_index", "unacked_mutex")
 _KOMBU_PRIORITY_SEP = "\x06\x16"  # "<queue>\x06\x16<n>" are a queue's priority lists
@@ -348,6 +359,25 @@ class Keys:
         if not key.startswith(start) or not key.endswith(end):
             return None
         return key[len(start) : -len(end)] or None
+
+    # --- people (core/users.py, core/user_sessions.py, core/signin_throttle.py) ---------------
+    def user(self, user_id: str) -> str:
+        return f"{self._users_space()}user:{user_id}"
+
+    def users(self) -> str:
+        return f"{self._users_space()}users"
+
+    def signin_session(self, digest: str) -> str:
+        return f"{self.prefix}signin:session:{digest}"
+
+    def signin_failures(self, kind: str, subject: str) -> str:
+        return f"{self.prefix}signin:failures:{kind}:{subject}"
+
+    def signin_wait(self, kind: str, subject: str) -> str:
+        return f"{self.prefix}signin:wait:{kind}:{subject}"
+
+    def _users_space(self) -> str:
+        return self.prefix + (_USERS_TAG if self.cluster else "")
 
     def _execution(self, execution_id: str, suffix: str = "") -> str:
         if self.cluster:

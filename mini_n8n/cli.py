@@ -9,10 +9,10 @@ import os
 import sys
 from functools import partial
 
-from mini_n8n import chats_cli
+from mini_n8n import chats_cli, users_cli
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mini-n8n", description="n8n-style chat workflows in queue mode"
     )
@@ -49,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("url")
     p.add_argument("--session", default=None)
     chats_cli.add_parser(sub)
+    users_cli.add_parser(sub)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     handler = {
         "up": _up,
         "api": _api,
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": _sessions,
         "chat": _chat,
         "chats": lambda args: chats_cli.run(args, _store),
+        "users": lambda args: users_cli.run(args, _store),
     }[args.command]
     try:
         return handler(args) or 0

@@ -331,6 +331,10 @@ def _print_urls(
     editor = f"{base}/#key={quote(api_key, safe='')}" if api_key else f"{base}/"
     lines.append(f"  Editor:  {editor}  (opening this link signs the browser in)")
     lines.append(f"  API:     {base}/rest  (key {key_source})")
+    lines.append(
+        f"  People:  {cli_command()} users add EMAIL --role owner|member|chat  (the password on "
+        f"standard input), then sign in at {base}/signin"
+    )
     demo = _demo_chat(chats)
     if demo is not None:
         lines += [

@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from core.keys import Keys
 from mini_n8n.redis_server import scratch_redis
 
 TESTS = Path(__file__).resolve().parent
+
+# Property tests bound their work by their examples, never by the clock: Hypothesis's default
+# deadline (200 ms per example) and its "too slow" health check are wall-clock bounds, which a
+# busy machine fails (a test with its own @settings keeps these unless it says otherwise).
+settings.register_profile("mini-n8n", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mini-n8n")
 # `make test-fast`: the packages' own tests, which start no process of ours (no api, worker,
 # browser or compose) and use only the session's Redis: under a minute. A test of theirs marked
 # `slow` is left to `make test`: a faster one stands for it (the same suite on a reference).

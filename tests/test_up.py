@@ -74,6 +74,20 @@ def test_up_runs_everything_and_ctrl_c_stops_it(tmp_path):
         redis_port = int(re.search(r"embedded valkey-server at redis://127.0.0.1:(\d+)", output)[1])
         assert f"http://localhost:{port}{CHAT}" in output
         assert "Editor:  http://localhost:" in output and "#key=" in output
+        assert "users add EMAIL --role owner|member|chat" in output
+        assert f"then sign in at http://localhost:{port}/signin" in output
+        added = subprocess.run(
+            [sys.executable, "-m", "mini_n8n.cli", "users", "add", "ada@example.com"],
+            cwd=tmp_path, env=up_env(free_port()), input="Sunny-Day-42\n",
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert added.returncode == 0 and added.stdout == "added ada@example.com (member)\n"
+        signed_in = httpx.post(
+            f"http://127.0.0.1:{port}/rest/login",
+            json={"emailOrLdapLoginId": "ada@example.com", "password": "Sunny-Day-42"},
+            headers={"Origin": f"http://127.0.0.1:{port}"},
+        )
+        assert signed_in.status_code == 200, signed_in.text
         assert f'Chat "Calculator chat (Redis memory)": http://localhost:{port}{CHAT}' in output
         reply = stream_chat(f"http://127.0.0.1:{port}{CHAT}", "What is 19 * 23?", "up-1")
         assert reply.text() == "Based on the tools: Calculator returned 437."

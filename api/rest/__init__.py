@@ -1,4 +1,5 @@
-"""The editor's REST api under /rest. Every route needs the api key (see `api.rest.auth`).
+"""The editor's REST api under /rest. Every route needs a sign-in: the api key, or a session
+cookie (see `api.rest.auth`); what each role may reach is api/access.py's.
 
 | route                                   | does                                               |
 |-----------------------------------------|----------------------------------------------------|
@@ -25,6 +26,8 @@
 | GET    /rest/credentials                | {"data": [{id, name, type}]}: never the data       |
 | POST   /rest/expressions/preview        | {workflowId, executionId, node, expression} ->     |
 |                                         |   {"result"} or {"error"} (engine/preview.py)      |
+| GET|POST /rest/users, DELETE /rest/users/<id>, PATCH /rest/users/<id>/role,             |
+| PATCH  /rest/me/password                | people and passwords (`api.rest.users`)            |
 
 Views validate, hand off to the stores in `api.runtime` and answer JSON; errors are ApiError
 (and the stores' own errors), turned into `{"message": ...}` by `api.errors`.
@@ -38,7 +41,7 @@ from api import bodies
 from api.rest import auth
 
 bp = Blueprint("rest", __name__, url_prefix="/rest")
-bp.before_request(auth.require_key)
+bp.before_request(auth.require_signed_in)
 
 
 @bp.before_request
@@ -53,5 +56,6 @@ from api.rest import (  # noqa: E402, F401
     expressions,
     node_types,
     sessions,
+    users,
     workflows,
 )

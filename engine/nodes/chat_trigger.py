@@ -194,6 +194,15 @@ class ChatTrigger(NodeType):
                     ),
                     Property("allowFileUploads", "Allow File Uploads", "boolean", False),
                     Property("allowedFilesMimeTypes", "Allowed File Mime Types", "string", "*"),
+                    # n8nUserAuth: the signed-in user as `user` in the output. n8n's default is
+                    # true from typeVersion 1.5 and false before (`include_user` reads it so).
+                    Property(
+                        "includeUserInOutput",
+                        "Include User in Output",
+                        "boolean",
+                        False,
+                        display_options={"show": {"/authentication": ("n8nUserAuth",)}},
+                    ),
                 ),
             ),
         ),
@@ -222,6 +231,7 @@ class ChatSettings:
     authentication: str  # none, basicAuth, n8nUserAuth
     hosted_page: bool  # GET serves the hosted chat page
     response_mode: str  # the webhook response mode its messages are answered in
+    include_user: bool  # n8nUserAuth: the signed-in user goes into the output as `user`
 
     @property
     def options(self) -> dict[str, Any]:
@@ -267,7 +277,16 @@ def chat_settings(node: Node) -> ChatSettings:
         authentication=str(params.get("authentication") or "none"),
         hosted_page=public and params.get("mode", "hostedChat") == "hostedChat",
         response_mode=mode,
+        include_user=_include_user(node, params),
     )
+
+
+def _include_user(node: Node, params: dict[str, Any]) -> bool:
+    """n8n's `includeUserInOutput`, whose default is true from typeVersion 1.5."""
+    explicit = node.parameters.get("options")
+    if isinstance(explicit, dict) and "includeUserInOutput" in explicit:
+        return explicit["includeUserInOutput"] is not False
+    return node.type_version >= 1.5
 
 
 def memory_scope(workflow: Workflow) -> str | None:

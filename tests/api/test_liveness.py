@@ -4,12 +4,14 @@ a lost execution reaped (once its loss is confirmed), a Redis failure heard by e
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import api.liveness as api_liveness
 from api.liveness import LivenessChecks
 from core import liveness
 from core.execution_record import ExecutionRecord, Status
@@ -38,6 +40,18 @@ def test_checks_at_once_share_a_pipeline_and_each_gets_its_own_answer(redis_url,
     client.set(keys.execution_suspect("lost"), 0)  # seen lost once already
     checks = LivenessChecks(store)
     ids = ["fresh", "alive", "lost", "done", "gone", "alive"]
+    # The batch's window closes once every check has asked, however slowly the threads start
+    # on a busy machine: the window's length is not what this test is about.
+    all_asked = threading.Event()
+
+    class Pending(list):
+        def append(self, check) -> None:
+            super().append(check)
+            if len(self) == len(ids):
+                all_asked.set()
+
+    checks._pending = Pending()
+    monkeypatch.setattr(api_liveness, "time", SimpleNamespace(sleep=lambda _s: all_asked.wait(10)))
     answers: dict[int, ExecutionRecord | None] = {}
     pipelines = []
     real_verdicts = store.verdicts

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from api.app import create_app
-from api.rest.signin import COOKIE, SESSION_SECONDS, session_value
+from api.rest.cookie import COOKIE, SESSION_SECONDS, session_value
 from core.settings import Settings
 
 API_KEY = "signin-test-key"
@@ -55,7 +55,9 @@ def test_the_cookie_stands_for_the_key_on_rest(client):
     assert client.get("/rest/workflows").status_code == 401
     sign_in(client)
     assert client.get("/rest/workflows").status_code == 200
-    assert client.get("/rest/login").json == {"signedIn": True, "keyRequired": True}
+    status = {"signedIn": True, "keyRequired": True, "user": None}
+    assert client.get("/rest/login/status").json == status
+    assert client.get("/rest/login").json == {"data": None, "signedIn": True, "keyRequired": True}
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,9 @@ def test_the_cookie_stands_for_the_key_on_rest(client):
 def test_a_cookie_this_key_did_not_sign_recently_is_refused(client, value):
     client.set_cookie(COOKIE, value)
     assert client.get("/rest/workflows").status_code == 401
-    assert client.get("/rest/login").json == {"signedIn": False, "keyRequired": True}
+    status = {"signedIn": False, "keyRequired": True, "user": None}
+    assert client.get("/rest/login/status").json == status
+    assert client.get("/rest/login").status_code == 401
 
 
 def test_the_cookie_counts_only_on_requests_from_the_editors_own_origin(client):
@@ -115,13 +119,16 @@ def test_a_wrong_key_is_refused_and_sets_no_cookie(client):
 def test_a_sign_in_without_a_key_is_a_clear_400(client):
     response = client.post("/rest/login", json={})
     assert response.status_code == 400
-    assert response.json["message"] == 'Send the api key as {"apiKey": "..."}.'
+    assert response.json["message"] == (
+        'Send {"emailOrLdapLoginId": "...", "password": "..."}, or the api key as {"apiKey": "..."}.'
+    )
 
 
 def test_signing_out_drops_the_cookie(client):
     sign_in(client)
     response = client.post("/rest/logout")
-    assert response.status_code == 200 and response.json == {"signedIn": False}
+    assert response.status_code == 200
+    assert response.json == {"data": {"loggedOut": True}, "signedIn": False}
     assert client.get_cookie(COOKIE) is None
     assert client.get("/rest/workflows").status_code == 401
 
@@ -138,5 +145,5 @@ def test_the_status_says_signed_in_without_a_key_when_the_server_needs_none(
     monkeypatch.setenv("HOST", "127.0.0.1")  # keyless REST answers only on loopback
     settings = Settings(redis_url=redis_url, api_key="", key_prefix=keys.prefix)
     client = create_app(settings=settings).test_client()
-    response = client.get("/rest/login", headers={"Host": "localhost:5678"})
-    assert response.json == {"signedIn": True, "keyRequired": False}
+    response = client.get("/rest/login/status", headers={"Host": "localhost:5678"})
+    assert response.json == {"signedIn": True, "keyRequired": False, "user": None}

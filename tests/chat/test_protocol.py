@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import quote
 
 import httpx
 import pytest
 
+from core.users import UserStore
 from tests.chat.support import (
     ANSWER_84,
     BASIC_CREDENTIAL,
@@ -172,11 +174,87 @@ def test_a_preflight_needs_no_credentials(guarded):
     assert httpx.options(url, headers=headers).status_code == 204
 
 
-def test_n8n_user_auth_is_refused_since_there_are_no_n8n_users(chat_deployment):
-    workflow = chat_deployment.activate(chat_workflow(authentication="n8nUserAuth"))
-    response = httpx.post(chat_url(chat_deployment.base, workflow), json=message("n8nuser"))
-    assert response.status_code == 401
+# --- n8nUserAuth: a person signed in to this server --------------------------------------
+USER_PASSWORD = "Sunny-Day-42"
+
+
+@pytest.fixture(scope="module")
+def user_chat(chat_deployment):
+    """A chat that needs a signed-in user, and a signed-in chat user's client (its requests
+    carry this server's Origin, as the hosted page's do)."""
+    workflow = chat_deployment.activate(
+        chat_workflow(
+            {"responseMode": "lastNode", "includeUserInOutput": True}, authentication="n8nUserAuth"
+        )
+    )
+    UserStore(chat_deployment.redis, chat_deployment.keys).add(
+        "ada@example.com", USER_PASSWORD, "chat", "Ada", "Lovelace"
+    )
+    client = httpx.Client(headers={"Origin": chat_deployment.base}, timeout=30)
+    body = {"emailOrLdapLoginId": "ada@example.com", "password": USER_PASSWORD}
+    assert client.post(f"{chat_deployment.base}/rest/login", json=body).status_code == 200
+    yield workflow, client
+    client.close()
+
+
+def test_n8n_user_auth_refuses_a_message_without_a_sign_in_as_n8n_does(chat_deployment, user_chat):
+    workflow, _ = user_chat
+    url = chat_url(chat_deployment.base, workflow)
+    response = httpx.post(url, json=message("n8nuser"))
+    assert response.status_code == 401 and response.json() == {"message": "User not authenticated!"}
+    stale = httpx.post(url, json=message("n8nuser"), cookies={"mini-n8n-auth": "user.gone"},
+                       headers={"Origin": chat_deployment.base})  # fmt: skip
+    assert stale.status_code == 401
+    assert stale.json() == {"message": "Invalid authentication token"}
     assert executions(chat_deployment, workflow) == 0
+
+
+def test_n8n_user_auth_answers_a_signed_in_user_and_the_trigger_says_who_it_was(
+    chat_deployment, user_chat
+):
+    """As n8n 2.41: `user` is the server's key in the output (a client's own is dropped), there
+    when the trigger includes the user; `metadata.user` is written from the session too."""
+    workflow, client = user_chat
+    spoof = {
+        **message("n8nuser-ok"),
+        "user": {"id": "eve"},
+        "metadata": {"user": {"id": "eve"}, "page": "help"},
+    }
+    response = client.post(chat_url(chat_deployment.base, workflow), json=spoof)
+    assert response.status_code == 200 and response.json() == {"output": ANSWER_84}
+    item = trigger_output(chat_deployment.execution(response.headers["x-execution-id"]))
+    user = UserStore(chat_deployment.redis, chat_deployment.keys).by_email("ada@example.com")
+    ada = {"id": user.id, "email": "ada@example.com", "firstName": "Ada", "lastName": "Lovelace"}
+    assert item["json"]["user"] == ada
+    assert item["json"]["metadata"] == {"page": "help", "user": ada}
+
+
+def test_n8n_user_auth_without_include_user_drops_a_claimed_user(chat_deployment, user_chat):
+    _, client = user_chat
+    workflow = chat_deployment.activate(
+        chat_workflow(
+            {"responseMode": "lastNode", "includeUserInOutput": False},
+            authentication="n8nUserAuth",
+        )
+    )
+    claimed = {**message("n8nuser-no"), "user": {"id": "eve"}}
+    response = client.post(chat_url(chat_deployment.base, workflow), json=claimed)
+    assert response.status_code == 200
+    item = trigger_output(chat_deployment.execution(response.headers["x-execution-id"]))
+    assert "user" not in item["json"] and item["json"]["metadata"]["user"]["id"] != "eve"
+
+
+def test_n8n_user_auth_page_sends_a_signed_out_browser_to_sign_in_and_back(
+    chat_deployment, user_chat
+):
+    workflow, client = user_chat
+    url = chat_url(chat_deployment.base, workflow)
+    path = url.removeprefix(chat_deployment.base)
+    signed_out = httpx.get(url)
+    assert signed_out.status_code == 302
+    assert signed_out.headers["location"] == f"/signin?redirect={quote(path, safe='')}"
+    page = client.get(url, headers={"Sec-Fetch-Site": "none"})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
 
 
 def test_a_chat_that_is_not_public_answers_404_like_an_unknown_path(chat_deployment):

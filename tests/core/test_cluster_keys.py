@@ -96,3 +96,16 @@ def test_a_hub_conversations_keys_share_one_slot_and_a_hub_runs_too():
 def test_a_public_session_key_never_names_a_hub_key():
     with pytest.raises(ReservedKeyError):
         Keys(memory_prefix="").chat("hub:conversation:s1")
+
+
+def test_the_users_and_their_email_index_share_one_slot():
+    keys = Keys(cluster=True)
+    together = [keys.users(), keys.user("a"), keys.user("b")]
+    assert len({slot(k) for k in together}) == 1
+    assert keys.user("a") == "{u}:user:a" and Keys().user("a") == "user:a"
+
+
+@pytest.mark.parametrize("name", ["users", "user:a", "signin:session:x", "{u}:users"])
+def test_a_session_key_may_not_name_a_users_key(name):
+    with pytest.raises(ReservedKeyError):
+        Keys(memory_prefix="").chat(name)

@@ -44,7 +44,10 @@ return {{status, rev, claim}}
 """
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(record=RECORDS)
 def test_a_record_reads_back_as_written_and_lua_reads_its_header_as_python_does(
     record, redis_client

@@ -153,7 +153,9 @@ FRAMINGS: dict[str, Callable[[bytes], bytes]] = {
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     texts=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6),

@@ -1,4 +1,5 @@
-// The REST client. The editor signs in once (POST /rest/login with the api key); the server then
+// The REST client. The editor signs in once (POST /rest/login with an email and a password, or
+// with the api key); the server then
 // keeps it signed in with an HttpOnly, SameSite=Strict session cookie that every request carries
 // (api/rest/signin.py), so no key is kept in the page, and new tabs and bookmarks work.
 
@@ -43,7 +44,7 @@ export class Api extends EventTarget {
     });
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
-      const signIn = path === "/login" || path === "/logout";
+      const signIn = path.startsWith("/login") || path === "/logout";
       if (response.status === 401 && !signIn) this.dispatchEvent(new CustomEvent("signedout"));
       throw new ApiError(response.status, data.message || response.statusText, data);
     }
@@ -52,11 +53,27 @@ export class Api extends EventTarget {
   }
 
   signInStatus() {
-    return this.request("GET", "/login");
+    return this.request("GET", "/login/status");
   }
 
   signIn(apiKey) {
     return this.request("POST", "/login", { apiKey });
+  }
+
+  signInAsUser(email, password) {
+    return this.request("POST", "/login", { emailOrLdapLoginId: email, password });
+  }
+
+  users() {
+    return this.request("GET", "/users").then((r) => r.data.items);
+  }
+
+  addUser(user) {
+    return this.request("POST", "/users", user).then((r) => r.data);
+  }
+
+  removeUser(id) {
+    return this.request("DELETE", `/users/${encodeURIComponent(id)}`);
   }
 
   signOut() {

@@ -2,7 +2,7 @@
 // views together, and holds the workflow being edited (a WorkflowDoc, with undo/redo).
 // `window.editor` exposes the live state for debugging (and for the tests).
 
-import { Api, takeKey } from "./api.js";
+import { Api } from "./api.js";
 import { Canvas } from "./canvas.js";
 import { ChatPanel } from "./chat.js";
 import { NodeCreator } from "./creator.js";
@@ -12,6 +12,8 @@ import { NodeTypes, slotLabel } from "./node-types.js";
 import { nodePanel } from "./node-panel.js";
 import { NodeView } from "./node-view.js";
 import { Push } from "./push.js";
+import { SignIn } from "./signin.js";
+import { UsersPage } from "./users.js";
 import { FINISHED, el, randomId } from "./util.js";
 import { Lifecycle } from "./lifecycle.js";
 import { WorkflowDoc } from "./workflow-doc.js";
@@ -81,56 +83,11 @@ const lifecycle = new Lifecycle({
   },
 });
 
+const signin = new SignIn({ api, showError, onSignedIn: () => booted || boot() });
+const users = new UsersPage($("#users-dialog"), { api, notify });
+
 window.editor = { executions, push, pushRef, state };
 
-// --- sign-in ----------------------------------------------------------------------------
-// Signed in when the session cookie is valid (or the server needs no key). A key in the address
-// (the link `make up` prints) signs in first. Nothing is asked of REST before the page knows, so
-// a signed-out page makes no failed request.
-async function signedIn() {
-  const key = takeKey();
-  try {
-    if (key) await api.signIn(key);
-  } catch (err) {
-    showSignIn(err.status === 401 ? "The key in that link is not this server's API key." : err.message);
-    return false;
-  }
-  let status;
-  try {
-    status = await api.signInStatus();
-  } catch (err) {
-    showError(err);
-    return false;
-  }
-  $("#sign-out").hidden = !status.keyRequired;
-  if (!status.signedIn) {
-    showSignIn("");
-    return false;
-  }
-  document.body.dataset.signedIn = "true";
-  return true;
-}
-
-function showSignIn(message) {
-  document.body.dataset.signedIn = "false";
-  $("#signin").hidden = false;
-  $("#signin-error").textContent = message;
-  $("#signin-key").focus();
-}
-
-async function signIn(event) {
-  event.preventDefault();
-  try {
-    await api.signIn($("#signin-key").value.trim());
-  } catch (err) {
-    $("#signin-error").textContent = err.message;
-    return;
-  }
-  $("#signin-key").value = "";
-  $("#signin").hidden = true;
-  document.body.dataset.signedIn = "true";
-  if (!booted) boot(); // else it was signed out on the way: the page goes on where it was
-}
 
 async function signOut() {
   if (!lifecycle.confirmDiscard()) return;
@@ -147,7 +104,7 @@ async function signOut() {
 let booted = false;
 
 async function boot() {
-  if (!(await signedIn())) return;
+  if (!(await signin.check())) return;
   let workflows;
   try {
     const [list, types, credentials] = await Promise.all([
@@ -466,10 +423,10 @@ document.addEventListener("keydown", (e) => {
   }
 });
 
-$("#signin-form").addEventListener("submit", signIn);
 $("#sign-out").addEventListener("click", signOut);
+$("#open-users").addEventListener("click", () => users.open());
 api.addEventListener("signedout", () =>
-  showSignIn("This browser is no longer signed in (the key changed, or you signed out in another tab)."),
+  signin.show("This browser is no longer signed in (the key changed, or you signed out in another tab)."),
 );
 api.addEventListener("wrote", (e) => NOT_ACTIONS.has(e.detail.path) || clearNotice());
 $("#notice-close").addEventListener("click", clearNotice);
