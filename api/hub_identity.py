@@ -4,10 +4,8 @@ Every view of the hub (api/hub/) asks `require_hub_user()` (its blueprint's befo
 then `current_user()`; whether a user may chat with a workflow agent is `may_use_workflow_agent`.
 Nothing else in the hub reads a cookie, a key or a role.
 
-Until people have accounts, the hub has one user: whoever the editor's sign-in lets in (the api
-key as a header, the editor's session cookie, or keyless loopback; api/rest/auth.py
-`require_key`, with its CSRF rules) is the owner, with a fixed id. With accounts, `_signed_in`
-becomes "the signed-in person" and the rest stays as it is.
+The hub's user is the signed-in person (api/rest/auth.py, with its CSRF rules), their role
+n8n's; the api key, one of its sessions or keyless loopback stand for the owner, with a fixed id.
 
 A test (or a deployment with its own sign-in) replaces how a request is recognised with `use`.
 """
@@ -21,7 +19,8 @@ from typing import Any
 from flask import Flask, current_app, g
 
 from api.errors import ApiError
-from api.rest.auth import require_key
+from api.rest import auth
+from core.users import Role, User
 
 ROLES = ("owner", "member", "chat")
 
@@ -79,6 +78,15 @@ def may_read_all(user: HubUser) -> bool:
     return user.role == "owner"
 
 
+_ROLES = {Role.OWNER: "owner", Role.MEMBER: "member", Role.CHAT_USER: "chat"}
+
+
+def hub_user(user: User) -> HubUser:
+    return HubUser(id=user.id, email=user.email, first_name=user.first_name,
+                   role=_ROLES[user.role])  # fmt: skip
+
+
 def _signed_in() -> HubUser:
-    require_key()  # the editor's sign-in rules, CSRF included: 401/403 when they refuse
-    return OWNER
+    auth.require_signed_in()  # the sign-in rules, CSRF included: 401/403 when they refuse
+    user = auth.principal().user
+    return OWNER if user is None else hub_user(user)
