@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from core.hub_batch import Batch
 from core.hub_records import HubRun
 from core.keys import Keys
 
@@ -44,6 +45,17 @@ class RunStore:
         pipe.hset(key, "run", run.to_json())
         pipe.expire(key, self.ttl)
         pipe.execute()
+
+    def queue_save(self, batch: Batch, run: HubRun) -> None:
+        key = self.keys.hub_run(run.execution_id)
+        batch.pipe.hset(key, "run", run.to_json())
+        batch.pipe.expire(key, self.ttl)
+
+    def queue_take(self, batch: Batch, execution_id: str) -> tuple[int, str]:
+        """`take` in `batch`: (its reply's index, the token it holds if that reply is true)."""
+        token, index = secrets.token_hex(8), len(batch)
+        batch.pipe.set(self.keys.hub_relay(execution_id), token, nx=True, px=self.lease_ms)
+        return index, token
 
     def get(self, execution_id: str) -> tuple[HubRun, int] | None:
         """The run and the last execution event applied (-1: none yet)."""

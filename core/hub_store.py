@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from core.clock import now_ms
+from core.hub_batch import Batch
 from core.hub_records import AI, HubMessage, HubSession, MessageStatus
 from core.hub_settings import HubSettings
 from core.keys import Keys
@@ -54,6 +56,16 @@ class IdTaken(Exception):
     """A message id the client chose is already in the conversation: nothing was written."""
 
 
+@dataclass
+class Lookup:
+    """What a message needs to know of its conversation, read in one round trip."""
+
+    session: HubSession | None  # the user's conversation, if it exists
+    taken: bool  # the id is another user's conversation
+    messages: dict[str, HubMessage] = field(default_factory=dict)
+    conversations: int = 0  # how many the user has
+
+
 class ConversationStore:
     def __init__(self, client: Any, keys: Keys, settings: HubSettings):
         self.client = client
@@ -71,8 +83,40 @@ class ConversationStore:
         session = HubSession.from_json(raw)
         return session if session.owner_id == user_id else None
 
-    def exists(self, session_id: str) -> bool:
-        return bool(self.client.exists(self.keys.hub_conversation(session_id)))
+    def lookup(self, session_id: str, user_id: str) -> Lookup:
+        batch = Batch(self.client)
+        batch.pipe.get(self.keys.hub_conversation(session_id))
+        batch.pipe.hgetall(self.keys.hub_messages(session_id))
+        batch.pipe.zcard(self.keys.hub_conversations(user_id))
+        raw, messages, count = batch.execute()
+        session = HubSession.from_json(raw) if raw is not None else None
+        if session is not None and session.owner_id != user_id:
+            return Lookup(None, True)
+        found = {mid: HubMessage.from_json(m) for mid, m in messages.items()}
+        return Lookup(session, False, found, int(count))
+
+    def queue_save(self, batch: Batch, session: HubSession, create: bool = False) -> None:
+        """Store the conversation (`create`: a new one, listed for its owner) in `batch`."""
+        session.updated_at = now_ms()
+        key, index = (
+            self.keys.hub_conversation(session.id),
+            self.keys.hub_conversations(session.owner_id),
+        )
+        batch.pipe.set(key, session.to_json(), nx=create, xx=not create)
+        batch.pipe.zadd(index, {session.id: session.last_message_at}, xx=not create)
+
+    def queue_message(self, batch: Batch, message: HubMessage, files: list[str]) -> int:
+        """A new message (and its files) in `batch`: its reply's index (0: the id was taken)."""
+        index = len(batch)
+        batch.pipe.hsetnx(self.keys.hub_messages(message.session_id), message.id,
+                          message.to_json())  # fmt: skip
+        if files:
+            named = {f"{message.id}:{i}": data for i, data in enumerate(files)}
+            batch.pipe.hset(self.keys.hub_files(message.session_id), mapping=named)
+        return index
+
+    def queue_hand_over(self, batch: Batch, session_id: str, held: str, execution_id: str) -> int:
+        return batch.script(self._swap, [self.keys.hub_active(session_id)], [held, execution_id])
 
     def create(self, session: HubSession) -> bool:
         """Store a new conversation; False if its id is taken (by this user or another)."""
@@ -184,6 +228,41 @@ class ConversationStore:
         if self.save(session):
             self.client.zadd(self.keys.hub_conversations(session.owner_id),
                              {session.id: session.last_message_at}, xx=True)  # fmt: skip
+
+    def touch_at(self, session_id: str, user_id: str, at: int) -> None:
+        """The conversation's lastMessageAt moves to `at` (an AI message's end)."""
+
+        def later(session: HubSession) -> bool:
+            session.last_message_at = max(session.last_message_at, at)
+            return True
+
+        if self.change(session_id, user_id, later) is not None:
+            self.client.zadd(self.keys.hub_conversations(user_id), {session_id: at}, xx=True,
+                             gt=True)  # fmt: skip
+
+    def change(self, session_id: str, user_id: str,
+               change: Callable[[HubSession], bool]) -> HubSession | None:  # fmt: skip
+        """Change the user's conversation (`change` returns False to leave it); optimistic, so
+        a rename and a title or a reply's end never overwrite each other. None: not theirs."""
+        key = self.keys.hub_conversation(session_id)
+        for _ in range(UPDATE_ATTEMPTS):
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(key)
+                    raw = pipe.get(key)
+                    session = HubSession.from_json(raw) if raw is not None else None
+                    if session is None or session.owner_id != user_id:
+                        return None
+                    if not change(session):
+                        return session
+                    session.updated_at = now_ms()
+                    pipe.multi()
+                    pipe.set(key, session.to_json(), xx=True)
+                    pipe.execute()
+                    return session
+                except redis.WatchError:
+                    continue
+        raise redis.RedisError(f"conversation {session_id} kept changing; try again")
 
     def update(
         self, session_id: str, message_id: str, change: Callable[[HubMessage], bool]

@@ -17,9 +17,11 @@ relaying without repeating or losing text.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from core.clock import now_ms
+from core.hub_batch import Batch
 from core.hub_settings import HubSettings
 from core.jsontext import dumps
 from core.keys import Keys
@@ -59,6 +61,22 @@ class HubEvents:
         self.text_ttl = text_ttl  # an abandoned text key goes with the execution's keys
         self._cluster = is_cluster(client)
         self._emit = script(client, _EMIT)
+
+    def queue(self, batch: Batch, user_id: str, session_id: str, event_type: str,
+              data: dict[str, Any]) -> Callable[[list[Any]], None]:  # fmt: skip
+        """`emit` in `batch`; call what it returns with the batch's replies (in a cluster it
+        publishes then)."""
+        head, tail = around_sequence(event_type, {"sessionId": session_id, **data})
+        seq = self.keys.hub_seq(session_id)
+        channel = self.keys.hub_push(user_id)
+        args = [head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
+                "PUBLISH", "" if self._cluster else channel, "", 0, 0, ""]  # fmt: skip
+        index = batch.script(self._emit, [seq, self.keys.hub_events(session_id), seq, seq], args)
+        if not self._cluster:
+            return lambda replies: None
+        return lambda replies: publish(
+            self.client, channel, '{"push":' + head + str(replies[index]) + tail + "}"
+        )
 
     def emit(
         self,

@@ -64,19 +64,28 @@ def conversation(session: HubSession) -> dict:
 
 @bp.patch("/conversations/<session_id>")
 def update_conversation(session_id: str):
-    session = owned(session_id)
-    h = hub()
+    owned(session_id)
+    h, user = hub(), current_user()
     changes = requests.conversation_update(bodies_object())
-    if "title" in changes:
-        session.title = changes["title"]
-    if "credentialId" in changes:
-        session.credential_id = changes["credentialId"]
-    if "toolIds" in changes:
-        session.tool_ids = changes["toolIds"]
+    found = None
     if "agent" in changes:
-        found = responder(h, current_user(), changes["agent"], session.credential_id, None)
-        apply_responder(session, found)
-    h.conversations.save(session)
+        current = owned(session_id)
+        found = responder(h, user, changes["agent"], current.credential_id, None)
+
+    def change(session: HubSession) -> bool:
+        if "title" in changes:
+            session.title = changes["title"]
+        if "credentialId" in changes:
+            session.credential_id = changes["credentialId"]
+        if "toolIds" in changes:
+            session.tool_ids = changes["toolIds"]
+        if found is not None:
+            apply_responder(session, found)
+        return True
+
+    session = h.conversations.change(session_id, user.id, change)
+    if session is None:
+        raise ApiError(404, NOT_FOUND)
     return jsonify({"data": conversation(session)})
 
 

@@ -35,6 +35,7 @@ from core.chat_node_message import ChatNodeMessage
 from core.clock import now_ms
 from core.events import Event, Kind
 from core.execution_record import Status
+from core.hub_batch import Batch
 from core.hub_records import AI, HubMessage, HubRun, MessageStatus
 from core.hub_stream import TooLong
 from core.public_errors import public_error
@@ -132,7 +133,8 @@ class ReplyFeed:
         meta = chunk.get("metadata") or {}
         key = f"{meta.get('nodeId')}|{meta.get('runIndex', 0)}|{meta.get('itemIndex', 0)}"
         if kind == "begin":
-            self._begin(key, seq)
+            if key not in self.run.open:  # a begin read again after a takeover is not new
+                self._begin(key, seq)
         elif kind == "item":
             content = chunk.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
@@ -149,7 +151,8 @@ class ReplyFeed:
             self._fail(message_id, str(content or "The workflow could not answer."), seq)
 
     def _begin(self, key: str, seq: int | None = None) -> str:
-        run, session = self.run, self._session()
+        """A new AI message, stored with the run and announced in one round trip."""
+        run, h = self.run, self.h
         message = HubMessage(
             id=str(uuid.uuid4()), session_id=run.session_id, type=AI, name="AI", content="",
             status=MessageStatus.RUNNING, created_at=now_ms(), updated_at=now_ms(),
@@ -159,14 +162,22 @@ class ReplyFeed:
             model=run.model.get("model"), workflow_id=run.model.get("workflowId"),
             agent_id=run.model.get("agentId"),
         )  # fmt: skip
-        self.h.conversations.add(session, message)
         run.open[key] = message.id
         run.messages.append(message.id)
-        self.h.runs.save(run)
-        self._emit("chatHubStreamBegin", message.id, seq,
-                   previousMessageId=message.previous_message_id,
-                   retryOfMessageId=message.retry_of_message_id,
-                   executionId=run.execution_id)  # fmt: skip
+        batch = Batch(self.rt.redis)
+        batch.pipe.exists(self.rt.keys.hub_conversation(run.session_id))
+        h.conversations.queue_message(batch, message, [])
+        h.runs.queue_save(batch, run)
+        if seq is not None:
+            batch.pipe.hset(self.rt.keys.hub_run(run.execution_id), "consumed", seq)
+        data = {"messageId": message.id, "previousMessageId": message.previous_message_id,
+                "retryOfMessageId": message.retry_of_message_id, "executionId": run.execution_id}  # fmt: skip
+        after = h.events.queue(batch, run.user_id, run.session_id, "chatHubStreamBegin", data)
+        replies = batch.execute()
+        after(replies)
+        if not replies[0]:  # deleted while it answered: what was just written goes too
+            self.rt.redis.delete(self.rt.keys.hub_messages(run.session_id))
+            raise Gone()
         return message.id
 
     def _text(self, message_id: str, text: str, seq: int | None) -> None:
@@ -249,8 +260,9 @@ class ReplyFeed:
         self._end(message_id, status, text=text or None)
 
     def _execution_end(self, status: MessageStatus) -> None:
-        self._emit("chatHubExecutionEnd", None, None, status=status.value)
+        self.h.conversations.touch_at(self.run.session_id, self.run.user_id, now_ms())
         self.h.conversations.release(self.run.session_id, self.run.execution_id)
+        self._emit("chatHubExecutionEnd", None, None, status=status.value)
 
     # --- events -------------------------------------------------------------------------------
     def _emit(self, event_type: str, message_id: str | None, seq: int | None,
@@ -262,9 +274,3 @@ class ReplyFeed:
             append=(message_id, append) if append is not None and message_id else None,
             consumed=(self.run.execution_id, seq) if seq is not None else None,
         )  # fmt: skip
-
-    def _session(self):
-        session = self.h.conversations.get(self.run.session_id, self.run.user_id)
-        if session is None:
-            raise Gone()
-        return session

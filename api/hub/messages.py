@@ -9,14 +9,13 @@ from flask import Response, jsonify
 from api.errors import ApiError
 from api.hub import attachments, bp, requests
 from api.hub.conversations import NOT_FOUND, apply_responder, bodies_object, owned
-from api.hub.replies import Turn, announce_human, claimed, human_message, start
+from api.hub.replies import Turn, claimed, human_message, start
 from api.hub.responders import responder
 from api.hub.state import HubRuntime, hub
 from api.hub.titles import NEW_CHAT
 from api.hub_identity import HubUser, current_user
 from core.clock import now_ms
 from core.hub_records import AI, HUMAN, HubMessage, HubSession, MessageStatus
-from core.hub_store import HubLimit, IdTaken
 from core.stops import request_stop
 
 STREAMING = {"data": {"status": "streaming"}}
@@ -26,74 +25,77 @@ STREAMING = {"data": {"status": "streaming"}}
 def send():
     h, user = hub(), current_user()
     req = requests.send(bodies_object())
-    session = h.conversations.get(req.session_id, user.id)
-    if session is None and h.conversations.exists(req.session_id):
+    found = h.conversations.lookup(req.session_id, user.id)
+    if found.taken:
         raise ApiError(404, NOT_FOUND)  # another user's
+    session, messages = found.session, found.messages
+    if session is None and found.conversations >= h.settings.max_conversations:
+        raise ApiError(409, f"You have {h.settings.max_conversations} conversations, the most "
+                       "one user may keep: delete some to start a new one.")  # fmt: skip
+    _room(h, messages, req.message_id)
     credential = req.credential_id or (session.credential_id if session else None)
-    found = responder(h, user, req.model, credential, req.time_zone)
-    attachments.check(req.files, found.file_types, h.rt.settings)
-    messages = h.conversations.messages(session.id) if session else {}
+    answers = responder(h, user, req.model, credential, req.time_zone)
+    attachments.check(req.files, answers.file_types, h.rt.settings)
     if req.previous_message_id is not None and req.previous_message_id not in messages:
         raise ApiError(400, "The previous message is not in this conversation")
+    new = session is None
+    if session is None:
+        at = now_ms()
+        session = HubSession(req.session_id, user.id, NEW_CHAT, at, at, at)
+    apply_responder(session, answers)
+    human = human_message(session, user, req.message_id, req.text, req.previous_message_id,
+                          req.files)  # fmt: skip
+    session.last_message_at = human.created_at
+    first = req.previous_message_id is None and session.title == NEW_CHAT
     with claimed(h, req.session_id) as claim:
-        session = session or _new_session(h, user, req.session_id)
-        apply_responder(session, found)
-        human = human_message(session, user, req.message_id, req.text,
-                              req.previous_message_id, req.files)  # fmt: skip
-        _store(h, session, human, [f.data for f in req.files])
-        announce_human(h, user, human, edited=False)
-        messages[human.id] = human
-        first = req.previous_message_id is None and session.title == NEW_CHAT
-        start(h, user, Turn(session, found, human, req.files, messages, title_after=first,
-                            claim=claim))  # fmt: skip
+        start(h, user, Turn(session, answers, human, req.files, {**messages, human.id: human},
+                            title_after=first, claim=claim, new_session=new,
+                            announce="created"))  # fmt: skip
     return jsonify(STREAMING)
 
 
 @bp.post("/conversations/<session_id>/messages/<message_id>/edit")
 def edit(session_id: str, message_id: str):
     h, user = hub(), current_user()
-    session = owned(session_id)
     req = requests.edit(bodies_object())
-    messages = h.conversations.messages(session.id)
+    session, messages = _conversation(h, user, session_id)
     old = _message(messages, message_id)
     if old.type != HUMAN:
         raise ApiError(400, "Editing AI messages is not supported")
-    kept = _kept_files(h, session, old, req.keep)
-    files = kept + req.files
-    found = responder(h, user, req.model, req.credential_id or session.credential_id,
-                      req.time_zone)  # fmt: skip
-    attachments.check(files, found.file_types, h.rt.settings)  # the new ones too (n8n: not)
+    _room(h, messages, req.message_id)
+    files = _kept_files(h, session, old, req.keep) + req.files
+    answers = responder(h, user, req.model, req.credential_id or session.credential_id,
+                        req.time_zone)  # fmt: skip
+    attachments.check(files, answers.file_types, h.rt.settings)  # the new ones too (n8n: not)
+    apply_responder(session, answers)
+    human = human_message(session, user, req.message_id, req.text, old.previous_message_id,
+                          files)  # fmt: skip
+    human.revision_of_message_id = old.revision_of_message_id or old.id
+    session.last_message_at = human.created_at
     with claimed(h, session.id) as claim:
-        apply_responder(session, found)
-        human = human_message(session, user, req.message_id, req.text,
-                              old.previous_message_id, files)  # fmt: skip
-        human.revision_of_message_id = old.revision_of_message_id or old.id
-        _store(h, session, human, [f.data for f in files])
-        announce_human(h, user, human, edited=True)
-        messages[human.id] = human
-        start(h, user, Turn(session, found, human, files, messages, claim=claim))
+        start(h, user, Turn(session, answers, human, files, {**messages, human.id: human},
+                            claim=claim, announce="edited"))  # fmt: skip
     return jsonify(STREAMING)
 
 
 @bp.post("/conversations/<session_id>/messages/<message_id>/regenerate")
 def regenerate(session_id: str, message_id: str):
     h, user = hub(), current_user()
-    session = owned(session_id)
     req = requests.regenerate(bodies_object())
-    messages = h.conversations.messages(session.id)
+    session, messages = _conversation(h, user, session_id)
     old = _message(messages, message_id)
     if old.type != AI:
         raise ApiError(400, "Can only regenerate AI messages")
+    _room(h, messages, None)
     human = _asked(messages, old)
     files = _kept_files(h, session, human, list(range(len(human.attachments))))
-    found = responder(h, user, req.model, req.credential_id or session.credential_id,
-                      req.time_zone)  # fmt: skip
-    attachments.check(files, found.file_types, h.rt.settings)
+    answers = responder(h, user, req.model, req.credential_id or session.credential_id,
+                        req.time_zone)  # fmt: skip
+    attachments.check(files, answers.file_types, h.rt.settings)
+    apply_responder(session, answers)
+    retry_of = old.retry_of_message_id or old.id
     with claimed(h, session.id) as claim:
-        apply_responder(session, found)
-        h.conversations.save(session)
-        retry_of = old.retry_of_message_id or old.id
-        start(h, user, Turn(session, found, human, files, messages, retry_of=retry_of,
+        start(h, user, Turn(session, answers, human, files, messages, retry_of=retry_of,
                             claim=claim))  # fmt: skip
     return jsonify(STREAMING)
 
@@ -116,23 +118,21 @@ def stop(session_id: str, message_id: str):
     return Response(status=204)
 
 
-def _new_session(h: HubRuntime, user: HubUser, session_id: str) -> HubSession:
-    at = now_ms()
-    session = HubSession(session_id, user.id, NEW_CHAT, at, at, at)
-    try:
-        created = h.conversations.create(session)
-    except HubLimit as err:
-        raise ApiError(409, str(err)) from None
-    if not created:
-        raise ApiError(404, NOT_FOUND)  # taken meanwhile, by another user or tab
-    return session
+def _conversation(h: HubRuntime, user: HubUser,
+                  session_id: str) -> tuple[HubSession, dict[str, HubMessage]]:  # fmt: skip
+    found = h.conversations.lookup(session_id, user.id)
+    if found.session is None:
+        raise ApiError(404, NOT_FOUND)
+    return found.session, found.messages
 
 
-def _store(h: HubRuntime, session: HubSession, message: HubMessage, files: list[str]) -> None:
-    try:
-        h.conversations.add(session, message, files)
-    except (HubLimit, IdTaken) as err:
-        raise ApiError(409, str(err)) from None
+def _room(h: HubRuntime, messages: dict[str, HubMessage], new_id: str | None) -> None:
+    """The conversation may take another message (its bound, and an id not in use)."""
+    if len(messages) >= h.settings.max_messages:
+        raise ApiError(409, f"This conversation has {h.settings.max_messages} messages, the "
+                       "most one may keep: start a new one.")  # fmt: skip
+    if new_id is not None and new_id in messages:
+        raise ApiError(409, f"The message id {new_id} is taken.")
 
 
 def _message(messages: dict[str, HubMessage], message_id: str) -> HubMessage:

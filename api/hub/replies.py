@@ -26,6 +26,7 @@ from api.hub.responders import Responder
 from api.hub.state import HubRuntime
 from api.hub_identity import HubUser
 from core.clock import now_ms
+from core.hub_batch import Batch
 from core.hub_records import HUMAN, HubMessage, HubRun, HubSession, MessageStatus, branch
 from runtime.spawn import spawn
 
@@ -42,6 +43,9 @@ class Turn:
     retry_of: str | None = None
     title_after: bool = False
     claim: str = field(default="")
+    new_session: bool = False  # the conversation is stored with the reply's start
+    announce: str | None = None  # "created" or "edited": the human message is new
+    memory: list[str] = field(default_factory=list)  # the memory lists the run was given
 
 
 @contextlib.contextmanager
@@ -65,24 +69,10 @@ def human_message(session: HubSession, user: HubUser, message_id: str, text: str
     )  # fmt: skip
 
 
-def announce_human(h: HubRuntime, user: HubUser, message: HubMessage, edited: bool) -> None:
-    files = [
-        {"id": f"{message.id}:{i}", "fileName": a.file_name, "mimeType": a.mime_type}
-        for i, a in enumerate(message.attachments)
-    ]
-    data: dict[str, Any] = {"messageId": message.id, "content": message.content,
-                            "attachments": files}  # fmt: skip
-    if edited:
-        data["revisionOfMessageId"] = message.revision_of_message_id
-        h.events.emit(user.id, message.session_id, "chatHubMessageEdited", data)
-    else:
-        data["previousMessageId"] = message.previous_message_id
-        h.events.emit(user.id, message.session_id, "chatHubHumanMessageCreated", data)
-
-
 def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
-    """Begin the execution that answers `turn.human` and relay it (the claim, handed over)."""
-    h.events.emit(user.id, turn.session.id, "chatHubExecutionBegin", {})
+    """Begin the execution that answers `turn.human`, then store and announce what the turn
+    adds (the conversation, the human message, the claim handed to the execution, the run) in
+    one round trip while a worker takes the execution, and relay it."""
     parent = turn.messages.get(turn.human.previous_message_id or "")
     waiting = follow.waiting_run(h, parent) if turn.retry_of is None else None
     follow.stop_other_waits(h, turn.session.id, turn.messages, keep=waiting)
@@ -90,11 +80,55 @@ def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
         run, stream = _answer_wait(h, turn, waiting)
     else:
         run, stream = _launch(h, user, turn)
-    if not h.conversations.hand_over(turn.session.id, turn.claim, run.execution_id):
-        raise ApiError(409, "This conversation's reply was taken over; try again.")
-    h.runs.save(run)
-    lease = h.runs.take(run.execution_id) or ""
+    lease = _record(h, user, turn, run)
     spawn(ReplyFeed(h, run, stream, lease))
+
+
+def _record(h: HubRuntime, user: HubUser, turn: Turn, run: HubRun) -> str:
+    """Everything the turn writes, in one batch; the relay's lease. A conversation gone or a
+    message id taken meanwhile (it was checked before) stops the execution."""
+    batch = Batch(h.rt.redis)
+    h.conversations.queue_save(batch, turn.session, create=turn.new_session)
+    stored = None
+    if turn.announce is not None:
+        data = [f.data for f in turn.files]
+        stored = h.conversations.queue_message(batch, turn.human, data)
+    after = [h.events.queue(batch, user.id, turn.session.id, *event)
+             for event in _announced(turn)]  # fmt: skip
+    handed = h.conversations.queue_hand_over(batch, turn.session.id, turn.claim, run.execution_id)
+    h.runs.queue_save(batch, run)
+    taken, lease = h.runs.queue_take(batch, run.execution_id)
+    for key in turn.memory:  # deleted with the conversation
+        batch.pipe.sadd(h.rt.keys.hub_memory(turn.session.id), key)
+    replies = batch.execute()
+    for publish in after:
+        publish(replies)
+    if not replies[0] or (stored is not None and not replies[stored]) or not replies[handed]:
+        follow.stop(h, h.rt.executions.get(run.execution_id))
+        raise ApiError(409, "This conversation changed meanwhile; send the message again.")
+    return lease if replies[taken] else ""
+
+
+def _announced(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
+    """The human message's event (n8n's chatHubHumanMessageCreated or chatHubMessageEdited;
+    none for a regenerate), then chatHubExecutionBegin."""
+    message = turn.human
+    events: list[tuple[str, dict[str, Any]]] = []
+    if turn.announce is not None:
+        files = [
+            {"id": f"{message.id}:{i}", "fileName": a.file_name, "mimeType": a.mime_type}
+            for i, a in enumerate(message.attachments)
+        ]
+        data: dict[str, Any] = {"messageId": message.id, "content": message.content,
+                                "attachments": files}  # fmt: skip
+        if turn.announce == "edited":
+            events.append(("chatHubMessageEdited",
+                           {**data, "revisionOfMessageId": message.revision_of_message_id}))  # fmt: skip
+        else:
+            events.append(("chatHubHumanMessageCreated",
+                           {**data, "previousMessageId": message.previous_message_id}))  # fmt: skip
+    events.append(("chatHubExecutionBegin", {}))
+    return events
 
 
 def _launch(h: HubRuntime, user: HubUser, turn: Turn):
@@ -102,7 +136,7 @@ def _launch(h: HubRuntime, user: HubUser, turn: Turn):
     for key, ttl in branch_memory.targets(responder.workflow, rt.keys, session.id):
         shown = branch(turn.messages, turn.human.previous_message_id)
         branch_memory.rewrite(rt.redis, key, ttl, branch_memory.turns(shown))
-        h.conversations.remember_memory(session.id, key)
+        turn.memory.append(key)
     text = turn.human.content
     if responder.generated:
         text = attachments.inline(text, turn.files)

@@ -51,12 +51,16 @@ def give_title(h, run: HubRun) -> None:
         return
     if not title:
         return
-    session = h.conversations.get(run.session_id, run.user_id)
-    if session is None or session.title != NEW_CHAT:
-        return  # renamed meanwhile: the user's title stays
-    session.title = title
-    h.conversations.save(session)
-    h.events.emit(run.user_id, run.session_id, "chatHubTitleUpdated", {"title": title})
+
+    def titled(session) -> bool:
+        if session.title != NEW_CHAT:
+            return False  # renamed meanwhile: the user's title stays
+        session.title = title
+        return True
+
+    session = h.conversations.change(run.session_id, run.user_id, titled)
+    if session is not None and session.title == title:
+        h.events.emit(run.user_id, run.session_id, "chatHubTitleUpdated", {"title": title})
 
 
 def by_rule(text: str) -> str:

@@ -59,7 +59,13 @@ class Push:
             return len(self.of(session, "chatHubExecutionEnd")) >= count
 
         self.wait_for(ended, f"execution end #{count} of {session}", timeout)
-        return [e for e in self.events if e["data"].get("sessionId") == session]
+        found, ends = [], 0
+        for event in self.of(session):
+            found.append(event)
+            ends += event["type"] == "chatHubExecutionEnd"
+            if ends == count:
+                return found
+        return found
 
     def of(self, session: str, kind: str | None = None) -> list[dict]:
         return [e for e in self.events if e["data"].get("sessionId") == session
