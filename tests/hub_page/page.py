@@ -73,7 +73,9 @@ class Hub:
         )
 
     def message(self, text: str):
-        return self.page.locator("#messages > li.message", has=self.page.locator(".text", has_text=text))
+        return self.page.locator(
+            "#messages > li.message", has=self.page.locator(".text", has_text=text)
+        )
 
     def conversation_id(self) -> str:
         return self.page.evaluate("window.hub.conversation.id")

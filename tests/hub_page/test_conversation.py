@@ -62,7 +62,9 @@ def test_a_chat_user_streams_an_answer_branches_by_editing_and_switches_back(sit
     assert [text for _, text in hub.shown()][-2:] == ["What is my name?", "Your name is Ada."]
 
     regenerate = page.locator("#messages > li.message").last.locator(".regenerate")
-    assert hub.answer(regenerate.click) == "Your name is Ada."  # the memory follows the branch shown
+    assert (
+        hub.answer(regenerate.click) == "Your name is Ada."
+    )  # the memory follows the branch shown
     expect(page.locator("#messages > li.message").last.locator(".position")).to_have_text("2/2")
     assert browsing.errors == []
 
