@@ -39,7 +39,7 @@ export function approvalOf(message) {
 
 // The empty AI message of a tool call (n8n: a tool-using reply is two messages).
 export function isToolStep(message) {
-  return message.type === "ai" && !message.text && message.status === "success";
+  return message.type === "ai" && !message.text && !message.approval && message.status === "success";
 }
 
 export function isRunning(message) {

@@ -62,7 +62,8 @@ export class Thread {
   human(message) {
     const li = item(message);
     if (this.editing?.id === message.id) return this.editor(li, message);
-    li.append(el("div", { class: "text", text: message.text }), this.files(message));
+    li.append(el("div", { class: "text", text: message.text }));
+    if (message.attachments.length) li.append(this.files(message));
     const running = this.conversation.running;
     li.append(el("div", { class: "message-actions" },
       this.alternatives(message),
@@ -141,7 +142,6 @@ export class Thread {
   }
 
   files(message) {
-    if (!message.attachments.length) return null;
     return el("ul", { class: "files" }, ...message.attachments.map((file, index) =>
       el("li", {}, el("a", { href: this.api.attachmentUrl(this.conversation.id, message.id, index),
         target: "_blank", rel: "noopener", text: file.fileName }))));
