@@ -65,6 +65,11 @@ class Hub:
         self.page.wait_for_function(ANSWERED, arg=before)
         return self.page.locator("#messages > li.message").last.locator(".text").text_content()
 
+    def settled(self) -> str:
+        """Waits until the answer being written (or the last one) ended; returns its text."""
+        self.page.wait_for_function(ANSWERED, arg="")
+        return self.page.locator("#messages > li.message").last.locator(".text").text_content()
+
     def shown(self) -> list[tuple[str, str]]:
         """The branch shown: (type, text) of each message."""
         return self.page.eval_on_selector_all(
