@@ -41,6 +41,7 @@ class PushReader:
 
     def __init__(self, base: str):
         self.first_chunk: dict[str, float] = {}
+        self.arrived: dict[str, threading.Event] = {}
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(base,), daemon=True)
         self._thread.start()
@@ -55,8 +56,14 @@ class PushReader:
                     at = time.monotonic()
                     event = json.loads(line[6:])
                     session = event["data"].get("sessionId")
-                    if event["type"] == "chatHubStreamChunk":
-                        self.first_chunk.setdefault(session, at)
+                    if event["type"] == "chatHubStreamChunk" and session in self.arrived:
+                        if session not in self.first_chunk:
+                            self.first_chunk[session] = at
+                            self.arrived[session].set()
+
+    def expect(self, session: str) -> threading.Event:
+        self.arrived[session] = threading.Event()
+        return self.arrived[session]
 
 
 def webhook_first(client: httpx.Client, url: str) -> float:
@@ -78,13 +85,11 @@ def hub_first(client: httpx.Client, base: str, workflow_id: str, push: PushReade
         "model": {"provider": "n8n", "workflowId": workflow_id}, "previousMessageId": None,
         "credentials": {}, "attachments": [],
     }  # fmt: skip
+    arrived = push.expect(session)
     start = time.monotonic()
     answer = client.post(f"{base}/rest/chat/conversations/send", json=body)
     assert answer.status_code == 200, answer.text
-    deadline = time.monotonic() + 30
-    while session not in push.first_chunk:
-        assert time.monotonic() < deadline, "no first chunk"
-        time.sleep(0.0002)
+    assert arrived.wait(30), "no first chunk"
     return push.first_chunk[session] - start
 
 
