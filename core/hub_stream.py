@@ -55,7 +55,11 @@ class TooLong(Exception):
 
 
 class HubEvents:
-    def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int):
+    def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int,
+                 local: Callable[[str, dict[str, Any]], None] | None = None):  # fmt: skip
+        """`local`: told of each event as soon as it is written (the channel, the event), for
+        this process's own listeners, which need not wait for its trip through Redis."""
+        self.local = local
         self.client = client
         self.keys = keys
         self.settings = settings
@@ -75,11 +79,16 @@ class HubEvents:
         keys = [seq, self.keys.hub_events(session_id), seq, seq,
                 self.keys.hub_conversation(session_id)]  # fmt: skip
         index = batch.script(self._emit, keys, args)
-        if not self._cluster:
-            return lambda replies: None
-        return lambda replies: replies[index] and publish(
-            self.client, channel, '{"push":' + head + str(replies[index]) + tail + "}"
-        )
+
+        def after(replies: list[Any]) -> None:
+            n = int(replies[index] or 0)
+            if n <= 0:
+                return
+            self._told(channel, head, n, tail)
+            if self._cluster:
+                publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
+
+        return after
 
     def emit(
         self,
@@ -115,11 +124,16 @@ class HubEvents:
             raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
         if n == 0:
             return 0  # the conversation is gone: nothing was written
+        self._told(channel, head, n, tail)
         if self._cluster:  # the user's channel and the run are in other slots than the events
             publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
             if consumed is not None:
                 self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
         return n
+
+    def _told(self, channel: str, head: str, n: int, tail: str) -> None:
+        if self.local is not None:
+            self.local(channel, json.loads(head + str(n) + tail))
 
     def since(self, session_id: str, last_sequence: int) -> list[dict[str, Any]]:
         """The kept events numbered after `last_sequence`, oldest first."""
