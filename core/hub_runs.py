@@ -17,6 +17,7 @@ from typing import Any
 from core.hub_batch import Batch
 from core.hub_records import HubRun
 from core.keys import Keys
+from core.redis_clients import script
 
 # KEYS: lease. ARGV: token, ms. Renew only one's own lease.
 _RENEW = """
@@ -36,8 +37,8 @@ class RunStore:
         self.keys = keys
         self.ttl = ttl_seconds  # the execution's own keys' time to live
         self.lease_ms = lease_ms
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
+        self._renew = script(client, _RENEW)
+        self._release = script(client, _RELEASE)
 
     def save(self, run: HubRun) -> None:
         key = self.keys.hub_run(run.execution_id)
@@ -46,15 +47,17 @@ class RunStore:
         pipe.expire(key, self.ttl)
         pipe.execute()
 
-    def queue_save(self, batch: Batch, run: HubRun) -> None:
+    def queue_save(self, batch: Batch, run: HubRun, consumed: int | None = None) -> None:
         key = self.keys.hub_run(run.execution_id)
-        batch.pipe.hset(key, "run", run.to_json())
-        batch.pipe.expire(key, self.ttl)
+        more = () if consumed is None else ("consumed", consumed)
+        batch.call("HSET", key, "run", run.to_json(), *more)
+        batch.call("EXPIRE", key, self.ttl)
 
     def queue_take(self, batch: Batch, execution_id: str) -> tuple[int, str]:
         """`take` in `batch`: (its reply's index, the token it holds if that reply is true)."""
-        token, index = secrets.token_hex(8), len(batch)
-        batch.pipe.set(self.keys.hub_relay(execution_id), token, nx=True, px=self.lease_ms)
+        token = secrets.token_hex(8)
+        index = batch.call("SET", self.keys.hub_relay(execution_id), token, "NX", "PX",
+                           self.lease_ms)  # fmt: skip
         return index, token
 
     def get(self, execution_id: str) -> tuple[HubRun, int] | None:

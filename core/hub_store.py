@@ -25,6 +25,7 @@ from core.hub_batch import Batch
 from core.hub_records import AI, HubMessage, HubSession, MessageStatus
 from core.hub_settings import HubSettings
 from core.keys import Keys
+from core.redis_clients import script
 
 # A claim on a conversation's one running reply, taken before its execution exists (the
 # create, the task): it lasts this long unless the execution's id replaces it.
@@ -46,6 +47,13 @@ if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
 return 1
 """
+
+
+def _pairs(reply: Any) -> dict[str, Any]:
+    """A hash's fields as a dict, from a reply of either protocol (a flat list in RESP2)."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 class HubLimit(Exception):
@@ -71,8 +79,8 @@ class ConversationStore:
         self.client = client
         self.keys = keys
         self.settings = settings
-        self._claim = client.register_script(_CLAIM)
-        self._swap = client.register_script(_SWAP)
+        self._claim = script(client, _CLAIM)
+        self._swap = script(client, _SWAP)
 
     # --- conversations ----------------------------------------------------------------------
     def get(self, session_id: str, user_id: str) -> HubSession | None:
@@ -85,38 +93,40 @@ class ConversationStore:
 
     def lookup(self, session_id: str, user_id: str) -> Lookup:
         batch = Batch(self.client)
-        batch.pipe.get(self.keys.hub_conversation(session_id))
-        batch.pipe.hgetall(self.keys.hub_messages(session_id))
-        batch.pipe.zcard(self.keys.hub_conversations(user_id))
+        batch.call("GET", self.keys.hub_conversation(session_id))
+        batch.call("HGETALL", self.keys.hub_messages(session_id))
+        batch.call("ZCARD", self.keys.hub_conversations(user_id))
         raw, messages, count = batch.execute()
         session = HubSession.from_json(raw) if raw is not None else None
         if session is not None and session.owner_id != user_id:
             return Lookup(None, True)
-        found = {mid: HubMessage.from_json(m) for mid, m in messages.items()}
+        found = {mid: HubMessage.from_json(m) for mid, m in _pairs(messages).items()}
         return Lookup(session, False, found, int(count))
 
-    def queue_save(self, batch: Batch, session: HubSession, create: bool = False) -> None:
-        """Store the conversation (`create`: a new one, listed for its owner) in `batch`."""
+    def queue_save(self, batch: Batch, session: HubSession, create: bool = False) -> int:
+        """Store the conversation (`create`: a new one, listed for its owner) in `batch`: the
+        index of the reply that says it was written."""
         session.updated_at = now_ms()
-        key, index = (
-            self.keys.hub_conversation(session.id),
-            self.keys.hub_conversations(session.owner_id),
-        )
-        batch.pipe.set(key, session.to_json(), nx=create, xx=not create)
-        batch.pipe.zadd(index, {session.id: session.last_message_at}, xx=not create)
+        key = self.keys.hub_conversation(session.id)
+        index = batch.call("SET", key, session.to_json(), "NX" if create else "XX")
+        batch.call("ZADD", self.keys.hub_conversations(session.owner_id),
+                   *(() if create else ("XX",)), session.last_message_at, session.id)  # fmt: skip
+        return index
 
     def queue_message(self, batch: Batch, message: HubMessage, files: list[str]) -> int:
         """A new message (and its files) in `batch`: its reply's index (0: the id was taken)."""
-        index = len(batch)
-        batch.pipe.hsetnx(self.keys.hub_messages(message.session_id), message.id,
-                          message.to_json())  # fmt: skip
+        index = batch.call("HSETNX", self.keys.hub_messages(message.session_id), message.id,
+                           message.to_json())  # fmt: skip
         if files:
-            named = {f"{message.id}:{i}": data for i, data in enumerate(files)}
-            batch.pipe.hset(self.keys.hub_files(message.session_id), mapping=named)
+            named = [w for i, data in enumerate(files) for w in (f"{message.id}:{i}", data)]
+            batch.call("HSET", self.keys.hub_files(message.session_id), *named)
         return index
 
     def queue_hand_over(self, batch: Batch, session_id: str, held: str, execution_id: str) -> int:
         return batch.script(self._swap, [self.keys.hub_active(session_id)], [held, execution_id])
+
+    def queue_release(self, batch: Batch, session_id: str, held: str) -> int:
+        return batch.script(self._swap, [self.keys.hub_active(session_id)], [held, ""])
 
     def create(self, session: HubSession) -> bool:
         """Store a new conversation; False if its id is taken (by this user or another)."""
@@ -229,17 +239,6 @@ class ConversationStore:
             self.client.zadd(self.keys.hub_conversations(session.owner_id),
                              {session.id: session.last_message_at}, xx=True)  # fmt: skip
 
-    def touch_at(self, session_id: str, user_id: str, at: int) -> None:
-        """The conversation's lastMessageAt moves to `at` (an AI message's end)."""
-
-        def later(session: HubSession) -> bool:
-            session.last_message_at = max(session.last_message_at, at)
-            return True
-
-        if self.change(session_id, user_id, later) is not None:
-            self.client.zadd(self.keys.hub_conversations(user_id), {session_id: at}, xx=True,
-                             gt=True)  # fmt: skip
-
     def change(self, session_id: str, user_id: str,
                change: Callable[[HubSession], bool]) -> HubSession | None:  # fmt: skip
         """Change the user's conversation (`change` returns False to leave it); optimistic, so
@@ -295,7 +294,7 @@ class ConversationStore:
         its streaming text key gone. A message already ended (a stop came first) keeps its
         status."""
         text_key = self.keys.hub_text(session_id, message_id)
-        streamed = self.client.get(text_key) or ""
+        streamed = "" if text is not None else self.client.get(text_key) or ""
 
         def change(message: HubMessage) -> bool:
             message.content = text if text is not None else (message.content or streamed)

@@ -27,11 +27,12 @@ from core.jsontext import dumps
 from core.keys import Keys
 from core.redis_clients import is_cluster, publish, script
 
-# KEYS: seq, events, text, run. ARGV: event head, event tail, kept, ttl, publish command,
-# channel ('' = the caller publishes), text to append ('' = none), most bytes, text ttl,
-# consumed ('' = none). Returns the event's number, or -1 when the text would pass its bound
-# (nothing is written then).
+# KEYS: seq, events, text, run, the conversation. ARGV: event head, event tail, kept, ttl,
+# publish command, channel ('' = the caller publishes), text to append ('' = none), most bytes,
+# text ttl, consumed ('' = none). Returns the event's number; -1 when the text would pass its
+# bound, 0 when the conversation is gone (deleted meanwhile): nothing is written then.
 _EMIT = """
+if redis.call('EXISTS', KEYS[5]) == 0 then return 0 end
 if ARGV[7] ~= '' then
   if redis.call('STRLEN', KEYS[3]) + string.len(ARGV[7]) > tonumber(ARGV[8]) then return -1 end
   redis.call('APPEND', KEYS[3], ARGV[7])
@@ -54,7 +55,11 @@ class TooLong(Exception):
 
 
 class HubEvents:
-    def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int):
+    def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int,
+                 local: Callable[[str, dict[str, Any]], None] | None = None):  # fmt: skip
+        """`local`: told of each event as soon as it is written (the channel, the event), for
+        this process's own listeners, which need not wait for its trip through Redis."""
+        self.local = local
         self.client = client
         self.keys = keys
         self.settings = settings
@@ -71,12 +76,19 @@ class HubEvents:
         channel = self.keys.hub_push(user_id)
         args = [head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
                 "PUBLISH", "" if self._cluster else channel, "", 0, 0, ""]  # fmt: skip
-        index = batch.script(self._emit, [seq, self.keys.hub_events(session_id), seq, seq], args)
-        if not self._cluster:
-            return lambda replies: None
-        return lambda replies: publish(
-            self.client, channel, '{"push":' + head + str(replies[index]) + tail + "}"
-        )
+        keys = [seq, self.keys.hub_events(session_id), seq, seq,
+                self.keys.hub_conversation(session_id)]  # fmt: skip
+        index = batch.script(self._emit, keys, args)
+
+        def after(replies: list[Any]) -> None:
+            n = int(replies[index] or 0)
+            if n <= 0:
+                return
+            self._told(channel, head, n, tail)
+            if self._cluster:
+                publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
+
+        return after
 
     def emit(
         self,
@@ -90,7 +102,8 @@ class HubEvents:
     ) -> int:
         """Number, keep and publish one event; `append` = (message id, text) adds a chunk's
         text first, `consumed` = (execution id, its event number) records the relay's
-        progress. Returns the event's number (TooLong: nothing written)."""
+        progress. Returns the event's number (0: the conversation is gone; TooLong: the text
+        would pass its bound; nothing written either way)."""
         head, tail = around_sequence(event_type, {"sessionId": session_id, **data})
         text_key = self.keys.hub_text(session_id, append[0]) if append else ""
         run_key = self.keys.hub_run(consumed[0]) if consumed else ""
@@ -98,7 +111,8 @@ class HubEvents:
         in_script = consumed is not None and not self._cluster
         keys = [self.keys.hub_seq(session_id), self.keys.hub_events(session_id),
                 text_key or self.keys.hub_seq(session_id),
-                run_key if in_script else self.keys.hub_seq(session_id)]  # fmt: skip
+                run_key if in_script else self.keys.hub_seq(session_id),
+                self.keys.hub_conversation(session_id)]  # fmt: skip
         args = [
             head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
             "PUBLISH", "" if self._cluster else channel,
@@ -108,11 +122,18 @@ class HubEvents:
         n = int(self._emit(keys=keys, args=args))
         if n < 0:
             raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
+        if n == 0:
+            return 0  # the conversation is gone: nothing was written
+        self._told(channel, head, n, tail)
         if self._cluster:  # the user's channel and the run are in other slots than the events
             publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
             if consumed is not None:
                 self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
         return n
+
+    def _told(self, channel: str, head: str, n: int, tail: str) -> None:
+        if self.local is not None:
+            self.local(channel, json.loads(head + str(n) + tail))
 
     def since(self, session_id: str, last_sequence: int) -> list[dict[str, Any]]:
         """The kept events numbered after `last_sequence`, oldest first."""

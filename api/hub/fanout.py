@@ -3,9 +3,12 @@ one api process: one subscription on the relay's shared connection (api/relay.py
 stream per channel and process), read by one pump, handed to each tab's `Listener`.
 
 Events reach the channel from whichever process produced them (core/hub_stream.py), so a tab
-gets its user's events whatever api process it is connected to. A channel that failed (its
-connection dropped and events may have been missed) ends every listener: the browser connects
-again and catches up with `POST /rest/chat/conversations/:id/reconnect`.
+gets its user's events whatever api process it is connected to. An event this process produced
+is also handed to its own tabs at once (`deliver`), without waiting for its trip through Redis:
+a tab takes each event once, whichever way it came first (by conversation and number). A
+channel that failed (its connection dropped and events may have been missed) ends every
+listener: the browser connects again and catches up with
+`POST /rest/chat/conversations/:id/reconnect`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -24,19 +28,32 @@ from runtime.spawn import spawn
 PUMP_IDLE_SECONDS = 5.0
 # Events one tab may have waiting before it is cut off (it reconnects and catches up).
 MAX_WAITING = 10_000
+# Events a tab remembers having taken, to take each once whichever way it came.
+SEEN = 4096
 
 
 class Listener:
     """One tab's events, as `{"type", "data"}` push messages; `ended` once its channel failed."""
 
-    __slots__ = ("_items", "_ready", "ended")
+    __slots__ = ("_items", "_ready", "ended", "_seen", "_order")
 
     def __init__(self) -> None:
         self._items: list[dict[str, Any]] = []
         self._ready = threading.Event()
         self.ended: str | None = None
+        self._seen: set[tuple[Any, Any]] = set()
+        self._order: deque[tuple[Any, Any]] = deque()
 
     def put(self, message: dict[str, Any]) -> None:
+        data = message.get("data") or {}
+        which = (data.get("sessionId"), data.get("sequenceNumber"))
+        if which[1] is not None:
+            if which in self._seen:
+                return  # taken already, the other way
+            self._seen.add(which)
+            self._order.append(which)
+            if len(self._order) > SEEN:
+                self._seen.discard(self._order.popleft())
         if len(self._items) >= MAX_WAITING:
             self.end("the tab is not reading its events fast enough")
             return
@@ -95,6 +112,16 @@ class Fanout:
             found.listeners.discard(listener)
             if not found.listeners:
                 self._close(channel, found)
+
+    def deliver(self, channel: str, message: dict[str, Any]) -> None:
+        """An event this process just published on `channel`, to this process's tabs now."""
+        found = self._channels.get(channel)
+        if found is None:
+            return
+        with self._lock:
+            listeners = list(found.listeners)
+        for listener in listeners:
+            listener.put(message)
 
     def listening(self) -> int:
         """Open listeners in this process (a test's and the metrics' view)."""

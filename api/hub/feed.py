@@ -53,6 +53,30 @@ STATUS = {
 LAST_NODE = "lastNode"
 
 
+def joined(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive `item` chunks of one Agent run as one: what came together (the worker's
+    outbox sends what accumulated in one message) is appended and announced together."""
+    out: list[dict[str, Any]] = []
+    for chunk in chunks:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and chunk.get("type") == last.get("type") == "item"
+            and isinstance(chunk.get("content"), str)
+            and isinstance(last.get("content"), str)
+            and _run_of(chunk) == _run_of(last)
+        ):
+            out[-1] = {**last, "content": last["content"] + chunk["content"]}
+        else:
+            out.append(chunk)
+    return out
+
+
+def _run_of(chunk: dict[str, Any]) -> tuple[Any, ...]:
+    meta = chunk.get("metadata") or {}
+    return meta.get("nodeId"), meta.get("runIndex", 0), meta.get("itemIndex", 0)
+
+
 def answers_at_end(run: HubRun) -> bool:
     """Whether the execution's output is the answer when nothing streamed (not Chat nodes')."""
     return run.response_mode != "responseNodes"
@@ -71,7 +95,8 @@ class ReplyFeed:
         self.outcome = Outcome(Launch(run.execution_id, stream), self.rt.executions,
                                self.rt.relay(), self.rt.settings, self.rt.liveness)  # fmt: skip
         self.renewed = time.monotonic()
-        self.missed = False  # events may have been lost to this relay: the end says what it was
+        # The text of each message this relay began, as it appended it: its end needs no read.
+        self.texts: dict[str, list[str]] = {}
 
     # --- the loop ---------------------------------------------------------------------------
     def __call__(self) -> None:
@@ -108,7 +133,7 @@ class ReplyFeed:
 
     def _event(self, event: Event) -> MessageStatus | None:
         if event.kind == Kind.LINES:
-            lines = [json.loads(line) for line in event.body.splitlines() if line.strip()]
+            lines = joined([json.loads(line) for line in event.body.splitlines() if line.strip()])
             for index, chunk in enumerate(lines):
                 self._chunk(chunk, event.seq if index == len(lines) - 1 else None)
         elif event.kind == Kind.MESSAGE:
@@ -164,12 +189,11 @@ class ReplyFeed:
         )  # fmt: skip
         run.open[key] = message.id
         run.messages.append(message.id)
+        self.texts[message.id] = []
         batch = Batch(self.rt.redis)
-        batch.pipe.exists(self.rt.keys.hub_conversation(run.session_id))
+        batch.call("EXISTS", self.rt.keys.hub_conversation(run.session_id))
         h.conversations.queue_message(batch, message, [])
-        h.runs.queue_save(batch, run)
-        if seq is not None:
-            batch.pipe.hset(self.rt.keys.hub_run(run.execution_id), "consumed", seq)
+        h.runs.queue_save(batch, run, consumed=seq)
         data = {"messageId": message.id, "previousMessageId": message.previous_message_id,
                 "retryOfMessageId": message.retry_of_message_id, "executionId": run.execution_id}  # fmt: skip
         after = h.events.queue(batch, run.user_id, run.session_id, "chatHubStreamBegin", data)
@@ -183,12 +207,16 @@ class ReplyFeed:
     def _text(self, message_id: str, text: str, seq: int | None) -> None:
         try:
             self._emit("chatHubStreamChunk", message_id, seq, append=text, content=text)
+            if message_id in self.texts:
+                self.texts[message_id].append(text)
         except TooLong:
             log.warning("hub reply %s: past its size bound, the rest is dropped",
                         self.run.execution_id)  # fmt: skip
 
     def _end(self, message_id: str, status: MessageStatus, seq: int | None = None,
              text: str | None = None) -> None:  # fmt: skip
+        if text is None and message_id in self.texts:
+            text = "".join(self.texts[message_id])
         stored = self.h.conversations.finish(self.run.session_id, message_id, status, text)
         final = MessageStatus(stored.status) if stored is not None else status
         self._emit("chatHubStreamEnd", message_id, seq, status=final.value)
@@ -218,9 +246,10 @@ class ReplyFeed:
         self._text(message_id, message.text, None)
         status = MessageStatus.WAITING if message.wait else MessageStatus.SUCCESS
         self._end(message_id, status)
-        self.h.runs.save(self.run)
         if message.wait:
             self._execution_end(MessageStatus.SUCCESS)
+        else:
+            self.h.runs.save(self.run)
         return message.wait
 
     # --- the end ------------------------------------------------------------------------------
@@ -244,7 +273,6 @@ class ReplyFeed:
         if error is not None and not run.messages:
             self._fail(self._begin("error"), error)
             run.open.pop("error", None)
-        self.h.runs.save(run)
         self._execution_end(status)
         return status
 
@@ -260,9 +288,15 @@ class ReplyFeed:
         self._end(message_id, status, text=text or None)
 
     def _execution_end(self, status: MessageStatus) -> None:
-        self.h.conversations.touch_at(self.run.session_id, self.run.user_id, now_ms())
-        self.h.conversations.release(self.run.session_id, self.run.execution_id)
-        self._emit("chatHubExecutionEnd", None, None, status=status.value)
+        """The run saved, the conversation's running reply let go, chatHubExecutionEnd: one
+        round trip."""
+        run, h = self.run, self.h
+        batch = Batch(self.rt.redis)
+        h.runs.queue_save(batch, run)
+        h.conversations.queue_release(batch, run.session_id, run.execution_id)
+        after = h.events.queue(batch, run.user_id, run.session_id, "chatHubExecutionEnd",
+                               {"status": status.value})  # fmt: skip
+        after(batch.execute())
 
     # --- events -------------------------------------------------------------------------------
     def _emit(self, event_type: str, message_id: str | None, seq: int | None,

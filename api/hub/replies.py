@@ -88,7 +88,7 @@ def _record(h: HubRuntime, user: HubUser, turn: Turn, run: HubRun) -> str:
     """Everything the turn writes, in one batch; the relay's lease. A conversation gone or a
     message id taken meanwhile (it was checked before) stops the execution."""
     batch = Batch(h.rt.redis)
-    h.conversations.queue_save(batch, turn.session, create=turn.new_session)
+    saved = h.conversations.queue_save(batch, turn.session, create=turn.new_session)
     stored = None
     if turn.announce is not None:
         data = [f.data for f in turn.files]
@@ -99,11 +99,11 @@ def _record(h: HubRuntime, user: HubUser, turn: Turn, run: HubRun) -> str:
     h.runs.queue_save(batch, run)
     taken, lease = h.runs.queue_take(batch, run.execution_id)
     for key in turn.memory:  # deleted with the conversation
-        batch.pipe.sadd(h.rt.keys.hub_memory(turn.session.id), key)
+        batch.call("SADD", h.rt.keys.hub_memory(turn.session.id), key)
     replies = batch.execute()
     for publish in after:
         publish(replies)
-    if not replies[0] or (stored is not None and not replies[stored]) or not replies[handed]:
+    if not replies[saved] or (stored is not None and not replies[stored]) or not replies[handed]:
         follow.stop(h, h.rt.executions.get(run.execution_id))
         raise ApiError(409, "This conversation changed meanwhile; send the message again.")
     return lease if replies[taken] else ""

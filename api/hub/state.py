@@ -30,8 +30,9 @@ class HubRuntime:
         self.agents = AgentStore(client, keys, settings.max_agents)
         lease_ms = int(rt.settings.keepalive_seconds * LEASE_INTERVALS * 1000)
         self.runs = RunStore(client, keys, rt.settings.executions_ttl, lease_ms)
-        self.events = HubEvents(client, keys, settings, rt.settings.executions_ttl)
         self.fanout = Fanout(rt.relay)
+        self.events = HubEvents(client, keys, settings, rt.settings.executions_ttl,
+                                local=self.fanout.deliver)  # fmt: skip
 
 
 _lock = threading.Lock()

@@ -19,7 +19,8 @@ from api.hub import generated
 from api.responses import Outcome
 from core.answers import output_text
 from core.events import Kind
-from core.hub_records import HUMAN, HubRun
+from core.hub_batch import Batch
+from core.hub_records import HubMessage, HubRun, HubSession
 from core.hub_settings import MOCK_PROVIDER
 from core.results import FinalResult
 from engine.workflow import load_workflow
@@ -36,23 +37,24 @@ INSTRUCTIONS = (
 
 
 def give_title(h, run: HubRun) -> None:
-    session = h.conversations.get(run.session_id, run.user_id)
-    if session is None or session.title != NEW_CHAT:
+    batch = Batch(h.rt.redis)
+    batch.call("GET", h.rt.keys.hub_conversation(run.session_id))
+    batch.call("HGET", h.rt.keys.hub_messages(run.session_id), run.reply_to)
+    raw_session, raw_question = batch.execute()
+    if raw_session is None or raw_question is None:
         return
-    messages = h.conversations.messages(run.session_id)
-    question = messages.get(run.reply_to)
-    answer = "".join(messages[m].content for m in run.messages if m in messages)
-    if question is None or question.type != HUMAN:
+    if HubSession.from_json(raw_session).title != NEW_CHAT:
         return
+    question = HubMessage.from_json(raw_question)
     try:
-        title = _asked(h, run, question.content, answer)
+        title = _asked(h, run, question.content)
     except Exception:
         log.exception("hub conversation %s: no title", run.session_id)
         return
     if not title:
         return
 
-    def titled(session) -> bool:
+    def titled(session: HubSession) -> bool:
         if session.title != NEW_CHAT:
             return False  # renamed meanwhile: the user's title stays
         session.title = title
@@ -77,10 +79,12 @@ def cleaned(text: str) -> str:
     return line[:MAX_TITLE]
 
 
-def _asked(h, run: HubRun, question: str, answer: str) -> str:
+def _asked(h, run: HubRun, question: str) -> str:
     how: dict[str, Any] = run.title_with or {"provider": MOCK_PROVIDER}
     if how.get("provider") == MOCK_PROVIDER or not how.get("model"):
         return by_rule(question)
+    replies = [h.conversations.message(run.session_id, m) for m in run.messages]
+    answer = "".join(m.content for m in replies if m is not None)
     rt = h.rt
     workflow_id = generated.model_workflow_id("title", how["model"], how.get("credential", {})
                                               .get("id"))  # fmt: skip

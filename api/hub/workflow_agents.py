@@ -93,7 +93,7 @@ def workflow_agents(rt, user: HubUser) -> list[WorkflowAgent]:
         if raw.get("active") is not True or not may_use_workflow_agent(user, raw):
             continue
         try:
-            found.append(_agent(rt, str(raw.get("id"))))
+            found.append(_agent(*rt.workflows.load(str(raw.get("id")))))
         except (ApiError, WorkflowNotFound):
             continue
     return sorted(found, key=lambda a: (a.name.lower(), a.workflow.id))
@@ -103,18 +103,17 @@ def workflow_agent(rt, user: HubUser, workflow_id: str) -> WorkflowAgent:
     """The workflow agent to answer a message: 404 when there is none the user may use, 400
     naming the rule it breaks."""
     try:
-        raw = rt.workflows.get_json(workflow_id)
-    except Exception:  # an id that cannot be a key
-        raw = None
-    if raw is None or not may_use_workflow_agent(user, raw):
+        raw, workflow = rt.workflows.load(workflow_id)
+    except (WorkflowNotFound, ValueError):
+        raise ApiError(404, "Workflow not found") from None
+    if not may_use_workflow_agent(user, raw):
         raise ApiError(404, "Workflow not found")
     if raw.get("active") is not True:
         raise ApiError(400, "The workflow is not active: activate it to chat with it.")
-    return _agent(rt, workflow_id)
+    return _agent(raw, workflow)
 
 
-def _agent(rt, workflow_id: str) -> WorkflowAgent:
-    raw, workflow = rt.workflows.load(workflow_id)
+def _agent(raw: dict[str, Any], workflow: Workflow) -> WorkflowAgent:
     triggers = [n for n in workflow.nodes.values() if n.type == ChatTrigger.type and not n.disabled]
     if len(triggers) != 1:
         raise ApiError(400, "The workflow must have exactly one Chat Trigger to chat with it.")

@@ -108,6 +108,7 @@ def test_a_streaming_message_reads_with_its_text_so_far_and_ends_with_it(store, 
 
 def test_events_are_numbered_kept_and_published_with_the_text_appended_first(redis_client, keys):
     events = HubEvents(redis_client, keys, HubSettings(events_kept=3), text_ttl=60)
+    redis_client.set(keys.hub_conversation("s1"), "{}")
     listener = redis_client.pubsub()
     listener.subscribe(keys.hub_push("u1"))
     listener.get_message(timeout=5)  # the subscription's confirmation
@@ -127,10 +128,17 @@ def test_events_are_numbered_kept_and_published_with_the_text_appended_first(red
 
 def test_a_reply_past_its_bound_is_refused_and_writes_nothing(redis_client, keys):
     events = HubEvents(redis_client, keys, HubSettings(max_reply_bytes=8), text_ttl=60)
+    redis_client.set(keys.hub_conversation("s1"), "{}")
     events.emit("u1", "s1", "chatHubStreamChunk", {}, append=("a1", "12345"))
     with pytest.raises(TooLong):
         events.emit("u1", "s1", "chatHubStreamChunk", {}, append=("a1", "6789"))
     assert redis_client.get(keys.hub_text("s1", "a1")) == "12345" and events.last("s1") == 1
+
+
+def test_an_event_of_a_deleted_conversation_writes_nothing(redis_client, keys):
+    events = HubEvents(redis_client, keys, HubSettings(), text_ttl=60)
+    assert events.emit("u1", "gone", "chatHubTitleUpdated", {"title": "late"}) == 0
+    assert list(redis_client.scan_iter(f"{keys.prefix}*")) == []
 
 
 def test_branch_walks_from_a_message_to_the_root():
