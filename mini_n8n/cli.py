@@ -12,7 +12,7 @@ from functools import partial
 from mini_n8n import chats_cli
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mini-n8n", description="n8n-style chat workflows in queue mode"
     )
@@ -49,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("url")
     p.add_argument("--session", default=None)
     chats_cli.add_parser(sub)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     handler = {
         "up": _up,
         "api": _api,
