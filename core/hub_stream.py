@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from core import events
 from core.clock import now_ms
 from core.hub_batch import Batch
 from core.hub_settings import HubSettings
@@ -29,7 +30,8 @@ from core.redis_clients import is_cluster, publish, script
 
 # KEYS: seq, events, text, run, the conversation. ARGV: event head, event tail, kept, ttl,
 # publish command, channel ('' = the caller publishes), text to append ('' = none), most bytes,
-# text ttl, consumed ('' = none). Returns the event's number; -1 when the text would pass its
+# text ttl, consumed ('' = none), the channel's message head and tail (core/events.py's push
+# event around the same number). Returns the event's number; -1 when the text would pass its
 # bound, 0 when the conversation is gone (deleted meanwhile): nothing is written then.
 _EMIT = """
 if redis.call('EXISTS', KEYS[5]) == 0 then return 0 end
@@ -44,7 +46,7 @@ local event = ARGV[1] .. n .. ARGV[2]
 redis.call('RPUSH', KEYS[2], event)
 redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
 redis.call('EXPIRE', KEYS[2], ARGV[4])
-if ARGV[6] ~= '' then redis.call(ARGV[5], ARGV[6], '{"push":' .. event .. '}') end
+if ARGV[6] ~= '' then redis.call(ARGV[5], ARGV[6], ARGV[11] .. n .. ARGV[12]) end
 return n
 """
 _HEAD = '{"sequenceNumber":'
@@ -75,7 +77,8 @@ class HubEvents:
         seq = self.keys.hub_seq(session_id)
         channel = self.keys.hub_push(user_id)
         args = [head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
-                "PUBLISH", "" if self._cluster else channel, "", 0, 0, ""]  # fmt: skip
+                "PUBLISH", "" if self._cluster else channel, "", 0, 0, "",
+                *pushed(head, tail)]  # fmt: skip
         keys = [seq, self.keys.hub_events(session_id), seq, seq,
                 self.keys.hub_conversation(session_id)]  # fmt: skip
         index = batch.script(self._emit, keys, args)
@@ -86,7 +89,8 @@ class HubEvents:
                 return
             self._told(channel, head, n, tail)
             if self._cluster:
-                publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
+                message_head, message_tail = pushed(head, tail)
+                publish(self.client, channel, message_head + str(n) + message_tail)
 
         return after
 
@@ -117,7 +121,7 @@ class HubEvents:
             head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
             "PUBLISH", "" if self._cluster else channel,
             append[1] if append else "", self.settings.max_reply_bytes, self.text_ttl,
-            consumed[1] if in_script and consumed else "",
+            consumed[1] if in_script and consumed else "", *pushed(head, tail),
         ]  # fmt: skip
         n = int(self._emit(keys=keys, args=args))
         if n < 0:
@@ -126,7 +130,8 @@ class HubEvents:
             return 0  # the conversation is gone: nothing was written
         self._told(channel, head, n, tail)
         if self._cluster:  # the user's channel and the run are in other slots than the events
-            publish(self.client, channel, '{"push":' + head + str(n) + tail + "}")
+            message_head, message_tail = pushed(head, tail)
+            publish(self.client, channel, message_head + str(n) + message_tail)
             if consumed is not None:
                 self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
         return n
@@ -143,6 +148,16 @@ class HubEvents:
 
     def last(self, session_id: str) -> int:
         return int(self.client.get(self.keys.hub_seq(session_id)) or 0)
+
+
+def pushed(head: str, tail: str) -> tuple[str, str]:
+    """The channel's message for the event `head + n + tail`: core/events.py's push event,
+    around the same number."""
+    body = json.loads(head + "0" + tail)
+    text = events.encode(events.push(body["type"], body["data"]))
+    marker = _HEAD + "0"
+    at = text.index(marker) + len(_HEAD)
+    return text[:at], text[at + 1 :]
 
 
 def around_sequence(event_type: str, data: dict[str, Any]) -> tuple[str, str]:

@@ -193,3 +193,20 @@ def test_stop_cancels_a_running_reply(hub_deployment):
     assert text_of(stopped) != "You said: a b c d e f g h i j k l"
     again = owner.post(f"/conversations/{session}/messages/{message_id}/stop")
     assert again.status_code == 400
+
+
+def test_a_last_node_agent_answers_with_one_message_holding_its_output(hub_deployment):
+    bot = hub_deployment.activate(support_bot(mode="lastNode"))
+    owner = HubClient(hub_deployment.base)
+    session = str(uuid.uuid4())
+    with owner.push() as push:
+        owner.send(session, "What is 19 * 23?", agent_model(bot))
+        events = push.end_of(session)
+    types = [e["type"] for e in events]
+    assert types == [
+        "chatHubHumanMessageCreated", "chatHubExecutionBegin", "chatHubStreamBegin",
+        "chatHubStreamChunk", "chatHubStreamEnd", "chatHubExecutionEnd",
+    ]  # fmt: skip
+    assert events[3]["data"]["content"] == ANSWER_437
+    answer = owner.messages(session)[-1]
+    assert text_of(answer) == ANSWER_437 and answer["status"] == "success"
