@@ -33,11 +33,12 @@ export class Thread {
     if (stick) this.scrollToEnd();
   }
 
-  // Only one message's text grew.
+  // Only one message's text grew (on another branch than the one shown: nothing to do).
   update(messageId) {
     const message = this.conversation.tree.get(messageId);
     const text = this.root.querySelector(`[data-message-id="${messageId}"] > .text`);
-    if (!message || !text || approvalOf(message)) return this.show(this.conversation, this.agent);
+    if (!message || !text) return undefined;
+    if (approvalOf(message)) return this.show(this.conversation, this.agent);
     const stick = this.nearBottom();
     text.textContent = message.text;
     if (stick) this.scrollToEnd();
