@@ -39,12 +39,13 @@ def test_a_chat_user_streams_an_answer_branches_by_editing_and_switches_back(sit
     assert hub.ask("My name is Ada") == "Nice to meet you, Ada!"
     assert hub.ask("What is my name?") == "Your name is Ada."
     session = hub.conversation_id()
-    expect(hub.listed(session).locator(".open")).not_to_have_text("New Chat")  # the title, pushed
+    title = "What is 19 *"  # the mock model's rule: the first words of the first message
+    expect(hub.listed(session).locator(".open")).to_have_text(title)  # pushed, no reload
+    expect(page.locator("#conversation-title")).to_have_text(title)
 
     page.reload()
     hub.ready()
-    title = hub.listed(session).locator(".open").text_content()
-    assert title == "What is 19 *"  # the mock model's rule: the first words of the first message
+    expect(hub.listed(session).locator(".open")).to_have_text(title)
     hub.listed(session).locator(".open").click()
     expect(page.locator("#conversation-title")).to_have_text(title)
     assert [text for _, text in hub.shown()][-2:] == ["What is my name?", "Your name is Ada."]

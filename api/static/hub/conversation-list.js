@@ -18,6 +18,8 @@ export class ConversationList {
     this.onDeleted = onDeleted;
     this.onError = onError;
     this.sessions = new Map();
+    this.changes = 0; // changes made here (a send, a rename, a push event), counted
+    this.changed = new Map(); // id -> the count at its last change here
     this.cursor = null;
     this.active = null;
     this.renaming = null;
@@ -25,24 +27,40 @@ export class ConversationList {
   }
 
   async load() {
+    const asked = this.changes;
     const page = await this.api.conversations(PAGE);
+    const kept = [...this.sessions.values()].filter((s) => this.changed.get(s.id) > asked);
     this.sessions.clear();
-    this.take(page);
+    for (const session of kept) this.sessions.set(session.id, session);
+    this.take(page, asked);
   }
 
   async more() {
     if (!this.cursor) return;
-    this.take(await this.api.conversations(PAGE, this.cursor));
+    const asked = this.changes;
+    this.take(await this.api.conversations(PAGE, this.cursor), asked);
   }
 
-  take(page) {
-    for (const session of page.data) this.sessions.set(session.id, session);
+  // A page read after `asked` changes: what changed here since it was asked stays.
+  take(page, asked) {
+    for (const session of page.data) {
+      const mine = this.sessions.get(session.id);
+      const newer = mine && this.changed.get(session.id) > asked;
+      this.sessions.set(session.id, newer ? { ...session, ...mine } : session);
+    }
     this.cursor = page.hasMore ? page.nextCursor : null;
     this.render();
   }
 
   upsert(session) {
+    this.changes += 1;
+    this.changed.set(session.id, this.changes);
     this.sessions.set(session.id, { ...this.sessions.get(session.id), ...session });
+    this.render();
+  }
+
+  forget(id) {
+    this.sessions.delete(id);
     this.render();
   }
 
@@ -132,8 +150,7 @@ export class ConversationList {
     } catch (err) {
       if (err.status !== 404) return this.onError(err);
     }
-    this.sessions.delete(session.id);
-    this.render();
+    this.forget(session.id);
     this.onDeleted(session.id);
   }
 }

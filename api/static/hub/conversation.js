@@ -229,6 +229,6 @@ const HANDLERS = {
     if (!c.replaying) c.refresh().catch(() => {}); // a failed read: the next end reads again
   },
   chatHubTitleUpdated(c, data) {
-    if (c.session) c.session.title = data.title;
+    c.session = { ...(c.session || { id: c.id }), title: data.title };
   },
 };

@@ -114,21 +114,27 @@ async function send(text, files) {
   const messageId = uuid();
   const previous = c.tree.chain().pop()?.id ?? null;
   const shown = files.map(({ fileName, mimeType }) => ({ fileName, mimeType }));
+  const fresh = c.fresh;
   c.expect({ id: messageId, type: "human", text, previousMessageId: previous, attachments: shown });
+  if (fresh) {
+    const at = new Date().toISOString();
+    list.upsert({ id: c.id, title: NEW_CHAT, lastMessageAt: at, agentName: picker.current.name });
+  }
   try {
     await api.send({ ...how, messageId, sessionId: c.id, message: text, previousMessageId: previous,
       attachments: files, agentName: picker.current.name });
   } catch (err) {
     c.forget(messageId);
+    if (fresh) list.forget(c.id);
     throw err;
   }
-  if (c.fresh) {
+  if (fresh && c.fresh) {
     c.fresh = false;
-    const at = new Date().toISOString();
-    c.session = { id: c.id, title: NEW_CHAT, lastMessageAt: at, agentName: picker.current.name };
-    list.upsert(c.session);
-    history.pushState(null, "", `${HUB}/${c.id}`);
-    list.setActive(c.id);
+    c.session = c.session || { ...list.sessions.get(c.id) };
+    if (conversation === c) {
+      history.pushState(null, "", `${HUB}/${c.id}`);
+      list.setActive(c.id);
+    }
     render();
   }
 }
