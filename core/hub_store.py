@@ -25,7 +25,7 @@ from core.hub_batch import Batch
 from core.hub_records import AI, HubMessage, HubSession, MessageStatus
 from core.hub_settings import HubSettings
 from core.keys import Keys
-from core.redis_clients import script
+from core.redis_clients import is_cluster, script
 
 # A claim on a conversation's one running reply, taken before its execution exists (the
 # create, the task): it lasts this long unless the execution's id replaces it.
@@ -33,12 +33,24 @@ CLAIM_SECONDS = 120
 # How many times an optimistic update (WATCH) tries before it gives up.
 UPDATE_ATTEMPTS = 20
 
-# KEYS: active. ARGV: token, seconds, expected current value ('' = none). Takes the claim when
-# the key holds what the caller saw (nothing, or a finished execution's id).
+# KEYS: active, then memory lists to write. ARGV: token, seconds, expected current value ('' =
+# none), then per list: its ttl, how many elements, the elements (oldest first). Takes the
+# claim when the key holds what the caller saw (nothing, or a finished execution's id), and
+# with it writes each list anew: the claim is what lets a reply write its memory.
 _CLAIM = """
 local current = redis.call('GET', KEYS[1]) or ''
 if current ~= ARGV[3] then return current end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+local at = 4
+for i = 2, #KEYS do
+  local ttl, count = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+  redis.call('DEL', KEYS[i])
+  if count > 0 then
+    redis.call('LPUSH', KEYS[i], unpack(ARGV, at + 2, at + 1 + count))
+    if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
+  end
+  at = at + 2 + count
+end
 return ''
 """
 # KEYS: active. ARGV: expected, new value ('' = delete). Compare and set.
@@ -54,6 +66,24 @@ def _pairs(reply: Any) -> dict[str, Any]:
     if isinstance(reply, dict):
         return reply
     return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    """A memory list to hold `elements` (stored messages, oldest first) and nothing else."""
+
+    key: str
+    ttl: int
+    elements: list[str]
+
+    def rewrite(self, client: Any) -> None:
+        pipe = client.pipeline(transaction=True)
+        pipe.delete(self.key)
+        if self.elements:
+            pipe.lpush(self.key, *self.elements)  # oldest first: the newest lands at 0
+            if self.ttl > 0:
+                pipe.expire(self.key, self.ttl)
+        pipe.execute()
 
 
 class HubLimit(Exception):
@@ -79,6 +109,7 @@ class ConversationStore:
         self.client = client
         self.keys = keys
         self.settings = settings
+        self.cluster = is_cluster(client)
         self._claim = script(client, _CLAIM)
         self._swap = script(client, _SWAP)
 
@@ -314,14 +345,25 @@ class ConversationStore:
         """What holds the conversation's running reply: an execution id, a claim, or ''."""
         return self.client.get(self.keys.hub_active(session_id)) or ""
 
-    def claim(self, session_id: str, seen: str = "") -> tuple[str | None, str]:
+    def claim(self, session_id: str, seen: str = "",
+              memory: list[MemoryWrite] | None = None) -> tuple[str | None, str]:  # fmt: skip
         """Take the conversation's running reply: (a claim token, '') if it was free (or still
-        held what the caller saw: a finished execution), else (None, what holds it)."""
+        held what the caller saw: a finished execution), else (None, what holds it). With it,
+        `memory`'s lists are written anew (in the same step on one server; after it in a
+        cluster, whose lists are in other slots)."""
         token = "claim-" + secrets.token_hex(8)
-        held = self._claim(
-            keys=[self.keys.hub_active(session_id)], args=[token, CLAIM_SECONDS, seen]
-        )
-        return (token, "") if held == "" else (None, held)
+        together = [] if self.cluster else memory or []
+        keys = [self.keys.hub_active(session_id), *(m.key for m in together)]
+        args: list[Any] = [token, CLAIM_SECONDS, seen]
+        for write in together:
+            args += [write.ttl, len(write.elements), *write.elements]
+        held = self._claim(keys=keys, args=args)
+        if held != "":
+            return None, held
+        if self.cluster:
+            for write in memory or []:
+                write.rewrite(self.client)
+        return token, ""
 
     def hand_over(self, session_id: str, held: str, execution_id: str) -> bool:
         """The claim `held` becomes its execution's id (which ends it with the reply)."""

@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from core.hub_records import AI, HUMAN, HubMessage, MessageStatus
+from core.hub_store import MemoryWrite
 from core.keys import ReservedKeyError
 from engine.nodes.chat_trigger import memory_scope
 from engine.nodes.memory_redis_chat import MemoryRedisChat
@@ -69,15 +70,11 @@ def turns(branch: list[HubMessage]) -> list[ChatMessage]:
     return messages[-2 * MAX_TURNS :]
 
 
-def rewrite(client: Any, key: str, ttl: int, messages: list[ChatMessage]) -> None:
-    """The list holds `messages`, newest first, and nothing else (one transaction)."""
-    pipe = client.pipeline(transaction=True)
-    pipe.delete(key)
-    if messages:
-        pipe.lpush(key, *[encode(m) for m in messages])  # oldest first: the newest lands at 0
-        if ttl > 0:
-            pipe.expire(key, ttl)
-    pipe.execute()
+def writes(workflow: Workflow, keys, session_id: str, shown: list[HubMessage]) -> list[MemoryWrite]:
+    """What the workflow's memory for this conversation is to hold before its run: the turns
+    of the branch shown (core/hub_store.py writes it with the reply's claim)."""
+    elements = [encode(m) for m in turns(shown)]
+    return [MemoryWrite(key, ttl, elements) for key, ttl in targets(workflow, keys, session_id)]
 
 
 def _int(value: Any) -> int:

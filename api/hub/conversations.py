@@ -157,7 +157,7 @@ def reconnect(session_id: str):
     return jsonify(
         {
             "data": {
-                "hasActiveStream": bool(h.conversations.active(session.id)) and bool(running),
+                "hasActiveStream": bool(h.conversations.active(session.id)),
                 "currentMessageId": current,
                 "pendingChunks": chunks,
                 "lastSequenceNumber": h.events.last(session.id),

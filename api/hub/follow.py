@@ -15,6 +15,7 @@ from api.hub.state import HubRuntime, hub
 from api.relay import Stream
 from core.execution_record import ExecutionRecord, Status
 from core.hub_records import AI, HubMessage, HubRun, MessageStatus
+from core.hub_store import MemoryWrite
 from core.stops import request_stop
 from runtime.spawn import spawn
 
@@ -23,11 +24,11 @@ log = logging.getLogger("mini_n8n.hub")
 BUSY = "This conversation is already answering: wait for the reply, or stop it."
 
 
-def claim(h: HubRuntime, session_id: str) -> str:
-    """The conversation's running reply, claimed; 409 while another reply runs. A reply whose
-    execution ended (or waits) without its relay letting go, the relay having died, is taken
-    over (and its relaying taken up, so its messages end)."""
-    token, held = h.conversations.claim(session_id)
+def claim(h: HubRuntime, session_id: str, memory: list[MemoryWrite] | None = None) -> str:
+    """The conversation's running reply, claimed (and `memory` written with it); 409 while
+    another reply runs. A reply whose execution ended (or waits) without its relay letting go,
+    the relay having died, is taken over (and its relaying taken up, so its messages end)."""
+    token, held = h.conversations.claim(session_id, memory=memory)
     if token is not None:
         return token
     if held.startswith("claim-"):
@@ -38,7 +39,7 @@ def claim(h: HubRuntime, session_id: str) -> str:
         raise ApiError(409, BUSY)
     if not h.runs.relayed(held):
         ensure_relayed(h, session_id)
-        token, _ = h.conversations.claim(session_id, seen=held)
+        token, _ = h.conversations.claim(session_id, seen=held, memory=memory)
         if token is not None:
             return token
     raise ApiError(409, BUSY)

@@ -9,7 +9,7 @@ from flask import Response, jsonify
 from api.errors import ApiError
 from api.hub import attachments, bp, requests
 from api.hub.conversations import NOT_FOUND, apply_responder, bodies_object, owned
-from api.hub.replies import Turn, claimed, human_message, start
+from api.hub.replies import Turn, human_message, start
 from api.hub.responders import responder
 from api.hub.state import HubRuntime, hub
 from api.hub.titles import NEW_CHAT
@@ -47,10 +47,8 @@ def send():
                           req.files)  # fmt: skip
     session.last_message_at = human.created_at
     first = req.previous_message_id is None and session.title == NEW_CHAT
-    with claimed(h, req.session_id) as claim:
-        start(h, user, Turn(session, answers, human, req.files, {**messages, human.id: human},
-                            title_after=first, claim=claim, new_session=new,
-                            announce="created"))  # fmt: skip
+    start(h, user, Turn(session, answers, human, req.files, {**messages, human.id: human},
+                        title_after=first, new_session=new, announce="created"))  # fmt: skip
     return jsonify(STREAMING)
 
 
@@ -72,9 +70,8 @@ def edit(session_id: str, message_id: str):
                           files)  # fmt: skip
     human.revision_of_message_id = old.revision_of_message_id or old.id
     session.last_message_at = human.created_at
-    with claimed(h, session.id) as claim:
-        start(h, user, Turn(session, answers, human, files, {**messages, human.id: human},
-                            claim=claim, announce="edited"))  # fmt: skip
+    start(h, user, Turn(session, answers, human, files, {**messages, human.id: human},
+                        announce="edited"))  # fmt: skip
     return jsonify(STREAMING)
 
 
@@ -94,9 +91,7 @@ def regenerate(session_id: str, message_id: str):
     attachments.check(files, answers.file_types, h.rt.settings)
     apply_responder(session, answers)
     retry_of = old.retry_of_message_id or old.id
-    with claimed(h, session.id) as claim:
-        start(h, user, Turn(session, answers, human, files, messages, retry_of=retry_of,
-                            claim=claim))  # fmt: skip
+    start(h, user, Turn(session, answers, human, files, messages, retry_of=retry_of))
     return jsonify(STREAMING)
 
 

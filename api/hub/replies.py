@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from api.hub_identity import HubUser
 from core.clock import now_ms
 from core.hub_batch import Batch
 from core.hub_records import HUMAN, HubMessage, HubRun, HubSession, MessageStatus, branch
+from core.hub_store import MemoryWrite
 from runtime.spawn import spawn
 
 
@@ -48,17 +48,6 @@ class Turn:
     memory: list[str] = field(default_factory=list)  # the memory lists the run was given
 
 
-@contextlib.contextmanager
-def claimed(h: HubRuntime, session_id: str) -> Iterator[str]:
-    """The conversation's one running reply, held while the reply starts: handed to its
-    execution by `start`, or given back if the start fails (409 when another reply runs)."""
-    token = follow.claim(h, session_id)
-    try:
-        yield token
-    finally:
-        h.conversations.release(session_id, token)  # nothing, once handed over
-
-
 def human_message(session: HubSession, user: HubUser, message_id: str, text: str,
                   previous: str | None, files: list[attachments.File]) -> HubMessage:  # fmt: skip
     at = now_ms()
@@ -70,18 +59,30 @@ def human_message(session: HubSession, user: HubUser, message_id: str, text: str
 
 
 def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
-    """Begin the execution that answers `turn.human`, then store and announce what the turn
-    adds (the conversation, the human message, the claim handed to the execution, the run) in
-    one round trip while a worker takes the execution, and relay it."""
+    """Claim the conversation's running reply (409 when it has one), with the memory written
+    from the branch shown; begin the execution that answers `turn.human`; then store and
+    announce what the turn adds (the conversation, the human message, the claim handed to the
+    execution, the run) in one round trip while a worker takes it; and relay it."""
     parent = turn.messages.get(turn.human.previous_message_id or "")
     waiting = follow.waiting_run(h, parent) if turn.retry_of is None else None
-    follow.stop_other_waits(h, turn.session.id, turn.messages, keep=waiting)
-    if waiting is not None:
-        run, stream = _answer_wait(h, turn, waiting)
-    else:
-        run, stream = _launch(h, user, turn)
-    lease = _record(h, user, turn, run)
+    memory = [] if waiting is not None else _memory(h, turn)
+    turn.claim = follow.claim(h, turn.session.id, memory)
+    turn.memory = [m.key for m in memory]
+    try:
+        follow.stop_other_waits(h, turn.session.id, turn.messages, keep=waiting)
+        if waiting is not None:
+            run, stream = _answer_wait(h, turn, waiting)
+        else:
+            run, stream = _launch(h, user, turn)
+        lease = _record(h, user, turn, run)
+    finally:
+        h.conversations.release(turn.session.id, turn.claim)  # nothing, once handed over
     spawn(ReplyFeed(h, run, stream, lease))
+
+
+def _memory(h: HubRuntime, turn: Turn) -> list[MemoryWrite]:
+    shown = branch(turn.messages, turn.human.previous_message_id)
+    return branch_memory.writes(turn.responder.workflow, h.rt.keys, turn.session.id, shown)
 
 
 def _record(h: HubRuntime, user: HubUser, turn: Turn, run: HubRun) -> str:
@@ -133,10 +134,6 @@ def _announced(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
 
 def _launch(h: HubRuntime, user: HubUser, turn: Turn):
     rt, responder, session = h.rt, turn.responder, turn.session
-    for key, ttl in branch_memory.targets(responder.workflow, rt.keys, session.id):
-        shown = branch(turn.messages, turn.human.previous_message_id)
-        branch_memory.rewrite(rt.redis, key, ttl, branch_memory.turns(shown))
-        turn.memory.append(key)
     text = turn.human.content
     if responder.generated:
         text = attachments.inline(text, turn.files)

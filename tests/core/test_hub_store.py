@@ -9,7 +9,7 @@ import pytest
 
 from core.hub_records import AI, HUMAN, HubMessage, HubSession, MessageStatus, branch
 from core.hub_settings import HubSettings
-from core.hub_store import ConversationStore, HubLimit, IdTaken
+from core.hub_store import ConversationStore, HubLimit, IdTaken, MemoryWrite
 from core.hub_stream import HubEvents, TooLong
 
 
@@ -55,6 +55,19 @@ def test_the_running_reply_is_claimed_once_and_handed_to_its_execution(store):
     assert taken and store.active("s1") == taken
     assert not store.release("s1", "exec1") and store.release("s1", taken)
     assert store.active("s1") == ""
+
+
+def test_a_claim_writes_the_memory_it_was_given_and_a_refused_one_writes_nothing(
+    store, redis_client, keys
+):
+    a, b = keys.chat("a"), keys.chat("b")
+    redis_client.rpush(b, "stale")
+    token, _ = store.claim("s1", memory=[MemoryWrite(a, 60, ['"old"', '"new"']),
+                                         MemoryWrite(b, 0, [])])  # fmt: skip
+    assert token and redis_client.lrange(a, 0, -1) == ['"new"', '"old"']  # newest first
+    assert 0 < redis_client.ttl(a) <= 60 and not redis_client.exists(b)
+    assert store.claim("s1", memory=[MemoryWrite(a, 0, ['"other"'])])[0] is None
+    assert redis_client.lrange(a, 0, -1) == ['"new"', '"old"']
 
 
 def test_the_bounds_refuse_and_write_nothing(store):
