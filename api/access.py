@@ -24,6 +24,7 @@ CHAT_USER_PATHS = (
     "/rest/login",  # who am I, sign in (and /rest/login/status)
     "/rest/logout",
     "/rest/me/password",
+    "/rest/chat",  # the Chat Hub's REST api and push channel
 )
 HUB_PATH = "/home/chat"  # n8n's path of the Chat Hub
 

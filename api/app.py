@@ -7,9 +7,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
-from flask import Flask, Response, redirect, send_from_directory
+from flask import Flask, Response, redirect, request, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 
 from api import (
@@ -18,6 +19,7 @@ from api import (
     bodies,
     chat_socket,
     errors,
+    hub,
     ops,
     push,
     rest,
@@ -64,6 +66,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(rest.bp)
     app.register_blueprint(signin.bp)
+    app.register_blueprint(hub.bp)  # the Chat Hub, /rest/chat
     app.register_blueprint(push.bp)
     app.register_blueprint(waiting_webhook.bp)
     app.register_blueprint(resume_calls)  # a Wait node's resume URL
@@ -71,6 +74,7 @@ def create_app(config: dict[str, Any] | None = None, settings: Settings | None =
     app.add_url_rule("/", "editor", _editor)
     app.add_url_rule("/signin", "signin_page", _editor)  # the editor's sign-in, then ?redirect=
     app.add_url_rule(access.HUB_PATH, "hub", _hub)
+    app.add_url_rule(f"{access.HUB_PATH}/<session_id>", "hub_conversation", _hub)  # n8n's too
     _import_workflows(app, settings)
     return app
 
@@ -80,10 +84,11 @@ def _editor():
     return _page("editor")
 
 
-def _hub():
-    """The Chat Hub's page (a placeholder until the hub is built): signed-in people only."""
+def _hub(session_id: str | None = None):
+    """The Chat Hub's page (api/static/hub/), for signed-in people only: a signed-out browser
+    is sent to sign in, and back here."""
     if auth.identify(navigation=True) is None:
-        return redirect(f"/signin?redirect={access.HUB_PATH}")
+        return redirect(f"/signin?redirect={quote(request.path)}")
     return _page("hub")
 
 

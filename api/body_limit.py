@@ -30,7 +30,7 @@ class Door(StrEnum):
     WEBHOOK = "webhook"  # /webhook/<path> whose trigger is a Webhook node (or is unknown)
     CHAT = "chat"  # /webhook/<path> whose trigger is a Chat Trigger: a chat message
     CHAT_SOCKET = "chat socket"  # a message on the /chat WebSocket: a reply to a Chat node
-    REST = "rest"  # /rest/...
+    REST = "rest"  # /rest/..., the Chat Hub's /rest/chat/... included
     OTHER = "other"  # the pages, sign-in, approval links, health: no body is expected
 
 
@@ -49,4 +49,4 @@ def body_limit(settings: Settings, door: Door, mimetype: str = "") -> int:
 def route_door(request: Request) -> Door:
     """The door of a request whose view does not name one itself (api/bodies.py
     `received_by_view`)."""
-    return Door.REST if request.blueprint == "rest" else Door.OTHER
+    return Door.REST if request.blueprint in ("rest", "chat_hub") else Door.OTHER

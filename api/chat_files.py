@@ -45,7 +45,7 @@ def multipart_item(request: Request, settings, patterns: list[str]) -> dict[str,
         if total > settings.chat_files_max_bytes:
             raise ApiError(413, f"The files may be at most {settings.chat_files_max_bytes} bytes")
         binary = _binary(part, data)
-        if not _allowed(binary["mimeType"], binary["fileName"], patterns):
+        if not allowed(binary["mimeType"], binary["fileName"], patterns):
             raise ApiError(400, f"Files of type {binary['mimeType']} are not allowed")
         key = f"data{index}"
         item["binary"][key] = binary
@@ -76,7 +76,9 @@ def binary_data(filename: str | None, mime: str | None, data: str) -> dict[str, 
     return binary
 
 
-def _allowed(mime: str, name: str, patterns: list[str]) -> bool:
+def allowed(mime: str, name: str, patterns: list[str]) -> bool:
+    """Whether a file of type `mime` named `name` matches one of the MIME patterns
+    (`image/*`, `*`) or extensions (`.pdf`) of a chat's allowedFilesMimeTypes."""
     mime, name = mime.lower(), name.lower()
     for pattern in patterns:
         if pattern in ("*", "*/*") or pattern == mime:
@@ -107,7 +109,7 @@ def reply_files(files: Any, settings, patterns: list[str]) -> int:
         total += size
         if total > settings.chat_files_max_bytes:
             raise ApiError(413, f"The files may be at most {settings.chat_files_max_bytes} bytes")
-        if not _allowed(mime, name, patterns):
+        if not allowed(mime, name, patterns):
             raise ApiError(400, f"Files of type {mime} are not allowed")
     return characters
 

@@ -42,6 +42,16 @@ def register_error_handlers(app: Flask) -> None:
         app.register_error_handler(error, handler)
 
 
+def response_for(err: Exception) -> Response:
+    """The answer the app's handlers give `err` (its nearest class's handler), for a blueprint
+    that reshapes it."""
+    for cls in type(err).__mro__:
+        for error, handler in _HANDLERS:
+            if error is cls:
+                return handler(err)
+    return _unexpected(err)
+
+
 def _answer(body: dict, status: int, retry_after: int | None = None, headers=None) -> Response:
     response = jsonify(body)
     response.status_code = status

@@ -74,10 +74,13 @@ class Launcher:
         push_ref: str | None = None,
         streaming: bool | None = None,
         route: RouteCheck | None = None,
+        subscribe: bool | None = None,
     ) -> Launch:
         """`streaming` defaults to the response mode; a manual run from the editor streams to
         its push channel (`push_ref`) while nobody waits on the HTTP side. `route`: the webhook
-        route the api remembered, confirmed by the create (RouteChanged: nothing started)."""
+        route the api remembered, confirmed by the create (RouteChanged: nothing started).
+        `subscribe`: whether the Launch has a stream of the execution's events (by default,
+        unless nobody waits for its outcome: onReceived, responseNodes)."""
         record = ExecutionRecord(
             id=secrets.token_hex(8),
             workflow_id=workflow.id,
@@ -101,6 +104,7 @@ class Launcher:
         )
         # responseNodes answers at once too: its messages reach the chat WebSocket.
         streams = response_mode not in ("onReceived", "responseNodes")
+        streams = streams if subscribe is None else subscribe
         join = response_mode == "responseNodes"  # a session has one conversation at a time
         if self._own_messages:
             return self._record_and_enqueue(record, stored, payload, streams, join, route)

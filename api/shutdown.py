@@ -19,8 +19,10 @@ def watch(worker, rt, sleep) -> None:
     while worker.alive:
         sleep(POLL_SECONDS)
     from api import chat_socket, push
+    from api.hub import fanout
 
     pushes = push.end_all("the api is shutting down")
+    fanout.end_all("the api is shutting down")  # the Chat Hub's push streams
     sockets = chat_socket.end_all("the api is restarting")
     log.info(
         "stopping: ended %s and %s; open chat answers get up to %s s to finish",

@@ -33,6 +33,7 @@ from flask import Blueprint, Request, Response, request
 from api.bots import ignored_click, says_bot
 from api.cors import cors_headers
 from api.errors import ApiError
+from api.hub.follow import follow_resume
 from api.launcher import LaunchError
 from api.runtime import runtime
 from core.chat_node_message import Approval
@@ -99,10 +100,13 @@ def waiting_webhook(execution_id: str, node_id: str) -> Response:
     outcome, queued = rt.executions.reply(record, reply, queue=False)
     if outcome != Reply.RESUMED or queued is None:  # another click or reply won
         return _page(NO_ACTION, 200, headers)
+    follow = follow_resume(execution_id)  # a Chat Hub conversation's: relayed from here
     try:
         rt.launcher.resume(queued, saved, reply)
     except LaunchError as err:
+        follow(False)
         raise ApiError(503, str(err), headers) from None
+    follow(True)
     return _page(RECORDED, 200, headers)
 
 

@@ -51,6 +51,20 @@
 |                                  |         | executions it holds; TTL = the lease (core/presence.py)   |
 | workers                          | ZSET    | worker ids, score = their last heartbeat (ms)             |
 | push:<pushRef>                   | channel | editor events                                             |
+| hub:conversation:<sid>           | STRING  | a Chat Hub conversation: owner, title, agent, times       |
+|                                  |         | (core/hub_records.py)                                     |
+| hub:conversation:<sid>:messages  | HASH    | message id -> message JSON: the conversation's tree       |
+| hub:conversation:<sid>:text:<mid>| STRING  | an AI message's text while it streams (APPEND per chunk)  |
+| hub:conversation:<sid>:files     | HASH    | "<messageId>:<index>" -> an attachment, base64            |
+| hub:conversation:<sid>:seq       | STRING  | the conversation's last push event number                 |
+| hub:conversation:<sid>:events    | LIST    | its recent push events, for a reconnect; bounded, TTL     |
+| hub:conversation:<sid>:active    | STRING  | the execution of its running reply (one at a time)        |
+| hub:conversation:<sid>:memory    | SET     | the memory lists its runs were given (deleted with it)    |
+| hub:user:<uid>:conversations     | ZSET    | a user's conversation ids, score = lastMessageAt (ms)     |
+| hub:user:<uid>:agents            | HASH    | agent id -> a personal agent's JSON                       |
+| hub:push:<uid>                   | channel | a user's Chat Hub push events                             |
+| hub:execution:<id>               | STRING  | the Chat Hub reply an execution produces (HubRun); TTL    |
+| hub:execution:<id>:relay         | STRING  | held by the api process relaying it; short TTL            |
 | user:<id>                        | STRING  | a person's record: email, names, role, argon2 hash of     |
 |                                  |         | the password, session epoch (core/users.py)               |
 | users                            | HASH    | lower-cased email -> user id                              |
@@ -70,9 +84,12 @@ or transaction touches together share a hash tag, so they live in one slot:
 - a session's line tags itself: `session:{<workflowId>:<sessionId>}`;
 - the workflows, their versions and the webhook table share `{w}`: `{w}:workflows`,
   `{w}:webhooks`, `{w}:imports`, `{w}:workflow:<id>`, `{w}:workflow:<id>:snapshot:<digest>`;
+- a Chat Hub conversation's keys tag it: `hub:conversation:{<sid>}`, `…:messages`, `…:events`, …;
+  an execution's hub keys tag the execution: `hub:execution:{<id>}`, `…:relay`;
 - the users and their email index share `{u}`: `{u}:users`, `{u}:user:<id>`;
 - chat memory keeps its names (`chat:<sessionKey>`, n8n's layout; one key per command), and so do
-  the `executions:*` indexes, `push:<pushRef>` and the `signin:*` keys, each a key of its own.
+  the `executions:*` indexes, `push:<pushRef>`, the `signin:*` keys and a user's `hub:user:…`,
+  `hub:push:…`, each a key of its own.
 Commands that span executions (the session's turn hand-over, the liveness of the head of a line)
 are then steps of one slot each (core/executions.py). The global prefix may not hold braces then:
 it would become the hash tag of every key.
@@ -99,7 +116,7 @@ _WORKFLOWS_TAG = "{w}:"  # in a cluster: the one slot of the workflows and the w
 _USERS_TAG = "{u}:"  # in a cluster: the one slot of the users and their email index
 _OWN_PREFIXES = (
     "workflow:", "execution:", "executions:", "session:", "push:", "worker:", PROTECTED,
-    _WORKFLOWS_TAG, "user:", "signin:", _USERS_TAG,
+    _WORKFLOWS_TAG, "hub:", "user:", "signin:", _USERS_TAG,
 )  # fmt: skip
 _OWN_NAMES = ("workflows", "webhooks", "imports", "workers", "users")
 _BROKER_PREFIXES = ("_kombu.",)
@@ -291,6 +308,62 @@ class Keys:
 
     def workers(self) -> str:
         return f"{self.prefix}workers"
+
+    # --- Chat Hub (core/hub_store.py, core/hub_stream.py, core/hub_agents.py) ----------------
+    def hub_conversation(self, session_id: str, suffix: str = "") -> str:
+        """A conversation's record; with `suffix` (":messages", ":events", ...) its other keys."""
+        if self.cluster:
+            return f"{self.prefix}hub:conversation:{{{session_id}}}{suffix}"
+        return f"{self.prefix}hub:conversation:{session_id}{suffix}"
+
+    def hub_messages(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":messages")
+
+    def hub_text(self, session_id: str, message_id: str) -> str:
+        return self.hub_conversation(session_id, f":text:{message_id}")
+
+    def hub_files(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":files")
+
+    def hub_seq(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":seq")
+
+    def hub_events(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":events")
+
+    def hub_active(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":active")
+
+    def hub_memory(self, session_id: str) -> str:
+        return self.hub_conversation(session_id, ":memory")
+
+    def hub_conversations(self, user_id: str) -> str:
+        return f"{self.prefix}hub:user:{user_id}:conversations"
+
+    def hub_agents(self, user_id: str) -> str:
+        return f"{self.prefix}hub:user:{user_id}:agents"
+
+    def hub_push(self, user_id: str) -> str:
+        return f"{self.prefix}hub:push:{user_id}"
+
+    def hub_run(self, execution_id: str) -> str:
+        if self.cluster:
+            return f"{self.prefix}hub:execution:{{{execution_id}}}"
+        return f"{self.prefix}hub:execution:{execution_id}"
+
+    def hub_relay(self, execution_id: str) -> str:
+        return self.hub_run(execution_id) + ":relay"
+
+    def hub_conversations_pattern(self) -> str:
+        """SCAN pattern for every user's conversation index (`hub_user_of` reads the user)."""
+        return _glob(f"{self.prefix}hub:user:") + "*" + _glob(":conversations")
+
+    def hub_user_of(self, key: str) -> str | None:
+        """The user id of a key `hub_conversations_pattern` matched."""
+        start, end = f"{self.prefix}hub:user:", ":conversations"
+        if not key.startswith(start) or not key.endswith(end):
+            return None
+        return key[len(start) : -len(end)] or None
 
     # --- people (core/users.py, core/user_sessions.py, core/signin_throttle.py) ---------------
     def user(self, user_id: str) -> str:

@@ -99,6 +99,10 @@ class ExecuteFunctions(NodeFunctions, Protocol):
     def input_data(self, index: int) -> list[Item]:
         """The items of main input `index` (n8n's getInputData(index)); empty if none came."""
 
+    @property
+    def run_index(self) -> int:
+        """Which run of this node this is (0 for its first in the execution)."""
+
     def get_parameter(self, path: str, default: Any = None, item_index: int = 0) -> Any:
         """The parameter at dotted `path` over the type's defaults, expressions resolved on
         input item `item_index`."""

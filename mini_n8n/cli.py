@@ -9,7 +9,7 @@ import os
 import sys
 from functools import partial
 
-from mini_n8n import users_cli
+from mini_n8n import chats_cli, users_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="chat with a Chat Trigger URL from the terminal")
     p.add_argument("url")
     p.add_argument("--session", default=None)
+    chats_cli.add_parser(sub)
     users_cli.add_parser(sub)
     return parser
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "deactivate": _deactivate,
         "sessions": _sessions,
         "chat": _chat,
+        "chats": lambda args: chats_cli.run(args, _store),
         "users": lambda args: users_cli.run(args, _store),
     }[args.command]
     try:

@@ -347,6 +347,7 @@ def _print_urls(
         lines.append(f'  Chat "{chat.name}": {_chat_line(chat, base)}')
     editor = f"{base}/#key={quote(api_key, safe='')}" if api_key else f"{base}/"
     lines.append(f"  Editor:  {editor}  (opening this link signs the browser in)")
+    lines.append(f"  Hub:     {base}/home/chat  (the Chat Hub: sign in as one of the people below)")
     lines.append(f"  API:     {base}/rest  (key {key_source})")
     lines.append(
         f"  People:  {cli_command()} users add EMAIL --role owner|member|chat  (the password on "
@@ -364,6 +365,8 @@ def _print_urls(
 
 
 def _chat_line(chat: ChatUrl, base: str) -> str:
+    if not chat.public and chat.in_hub:
+        return f"in the Chat Hub, {base}/home/chat  (not public: its URL answers 404)"
     if not chat.public:
         return "not public, its URL answers 404"
     url = f"{base}/webhook/{chat.path}"
@@ -419,6 +422,7 @@ class ChatUrl:
     hosted: bool  # GET serves the hosted chat page
     basic_auth: bool
     response_mode: str
+    in_hub: bool = False  # availableInChat: a workflow agent of the Chat Hub
 
 
 def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
@@ -453,6 +457,7 @@ def _chat_webhooks(redis_url: str, keys: Keys) -> list[ChatUrl]:
                         hosted=chat.hosted_page,
                         basic_auth=chat.authentication == "basicAuth",
                         response_mode=chat.response_mode,
+                        in_hub=chat.params.get("availableInChat") is True,
                     )
                 )
     finally:

@@ -74,6 +74,11 @@ def test_up_runs_everything_and_ctrl_c_stops_it(tmp_path):
         redis_port = int(re.search(r"embedded valkey-server at redis://127.0.0.1:(\d+)", output)[1])
         assert f"http://localhost:{port}{CHAT}" in output
         assert "Editor:  http://localhost:" in output and "#key=" in output
+        assert f"Hub:     http://localhost:{port}/home/chat" in output
+        assert (
+            f'Chat "Support bot (Chat Hub)": in the Chat Hub, http://localhost:{port}/home/chat'
+            in output
+        )
         assert "users add EMAIL --role owner|member|chat" in output
         assert f"then sign in at http://localhost:{port}/signin" in output
         added = subprocess.run(

@@ -24,6 +24,11 @@ Two options of ours:
 - `streamToolCalls`, off by default: while streaming, each tool call also leaves as a
   `tool-call-start` chunk (tool name, input) and a `tool-call-end` chunk (output or error,
   duration), the chunk types n8n PR #36755 proposed; `@n8n/chat` ignores types it does not know.
+
+From typeVersion 3 (n8n's Tools Agent V3, where each model call after a tool call is a new run of
+the Agent node), a streamed answer that called tools is one begin / end per model call, the
+later ones numbered with the next run indexes: `begin, end, begin, item*, end` for one tool
+round. Before 3 (V2, one LangChain executor), it is one begin / end whatever the tools.
 """
 
 from __future__ import annotations
@@ -183,6 +188,9 @@ class _AgentTurn:
         # this turn's tool calls and what the model was told of their outputs
         self.calls: list[tuple[ToolCall, str]] = []
         self.stream_tools = False
+        # V3: model calls after the first are runs of their own (their index past the node's).
+        self.runs_per_call = ctx.node.type_version >= 3
+        self.extra_runs = 0
 
     def run(self) -> Item:
         ctx, index = self.ctx, self.index
@@ -197,7 +205,7 @@ class _AgentTurn:
             ctx.send_chunk("begin", index)
         output = self._loop(messages, streaming)
         if streaming:
-            ctx.send_chunk("end", index)
+            ctx.send_chunk("end", index, None, self._run())
         if memory:
             self._save_turn(memory, text, output)
         return {"json": {"output": output}, "pairedItem": {"item": index}}
@@ -245,9 +253,15 @@ class _AgentTurn:
         ctx, index = self.ctx, self.index
         model = self.model
         tools = [t for _, t in self.tools.values()]
-        on_token = (lambda token: ctx.send_chunk("item", index, token)) if streaming else None
-        for _ in range(self._max_iterations()):
+        on_token = (
+            (lambda token: ctx.send_chunk("item", index, token, self._run())) if streaming else None
+        )
+        for step in range(self._max_iterations()):
             ctx.checkpoint()
+            if step and streaming and self.runs_per_call:
+                ctx.send_chunk("end", index, None, self._run())
+                self.extra_runs += 1
+                ctx.send_chunk("begin", index, None, self._run())
             reply = ctx.run_sub(
                 self.model_node,
                 "ai_languageModel",
@@ -270,6 +284,10 @@ class _AgentTurn:
         raise NodeExecutionError(
             "Agent stopped due to max iterations.", node=ctx.node.name, item_index=index
         )
+
+    def _run(self) -> dict[str, Any] | None:
+        """A chunk's run index past the node's own, for a V3 model call after a tool call."""
+        return {"runIndex": self.ctx.run_index + self.extra_runs} if self.extra_runs else None
 
     def _invoke(
         self,

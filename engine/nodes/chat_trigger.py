@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.context import merged_parameters
-from engine.description import CredentialSlot, Input, NodeDescription, Option, Property
+from engine.description import (
+    CredentialSlot,
+    FieldGroup,
+    Input,
+    NodeDescription,
+    Option,
+    Property,
+)
 from engine.errors import WorkflowValidationError
 from engine.node import ExecuteFunctions, NodeOutput, NodeType
 from engine.registry import register
@@ -44,6 +51,66 @@ CUSTOM_CSS_TEMPLATE = """:root {
 .chat-message {
   max-width: 50%;
 }"""
+
+
+_HUB_SHOWN = {"availableInChat": (True,), "@version": ({"_cnd": {"gte": 1.2}},)}
+_ICON = {"type": "icon", "value": "bot"}
+# n8n's Chat Hub fields (1.2 and later): the workflow, once active, is an agent of the hub
+# (api/hub/workflow_agents.py), shown with this name, description, icon and prompts.
+HUB_PROPERTIES = (
+    Property(
+        "availableInChat",
+        "Make Available in n8n Chat Hub",
+        "boolean",
+        False,
+        description="Whether to make the agent available in the Chat Hub (/home/chat) for "
+        "signed-in users to chat with.",
+    ),
+    Property(
+        "agentIcon",
+        "Agent Icon",
+        "json",
+        _ICON,
+        description='The icon of the agent in the hub: {"type": "icon"|"emoji", "value"}.',
+        display_options={"show": _HUB_SHOWN},
+    ),
+    Property(
+        "agentName",
+        "Agent Name",
+        "string",
+        "",
+        description="The name of the agent in the hub; the workflow's name if left empty.",
+        display_options={"show": _HUB_SHOWN},
+    ),
+    Property(
+        "agentDescription",
+        "Agent Description",
+        "string",
+        "",
+        display_options={"show": _HUB_SHOWN},
+        type_options={"rows": 2},
+    ),
+    Property(
+        "suggestedPrompts",
+        "Suggestions",
+        "fixedCollection",
+        {},
+        placeholder="Add Prompt",
+        description="Prompts the hub suggests to start a conversation with the agent.",
+        groups=(
+            FieldGroup(
+                "prompts",
+                "Prompts",
+                (
+                    Property("icon", "Icon", "json", {"type": "icon", "value": "comment"}),
+                    Property("text", "Prompt Text", "string", "", required=True),
+                ),
+            ),
+        ),
+        display_options={"show": _HUB_SHOWN},
+        type_options={"multipleValues": True},
+    ),
+)
 
 
 @register
@@ -109,6 +176,7 @@ class ChatTrigger(NodeType):
                 display_options={"show": {"public": (True,), "mode": ("hostedChat",)}},
                 type_options={"rows": 3},
             ),
+            *HUB_PROPERTIES,
             Property(
                 "options",
                 "Options",
@@ -258,8 +326,12 @@ def chat_settings(node: Node) -> ChatSettings:
     if not isinstance(params.get("options"), dict):  # `"options": null` in a hand-written export
         params["options"] = dict(ChatTrigger.defaults["options"])
     # responseNodes (n8n's "Using Response Nodes"): the POST answers at once and the Chat
-    # nodes' messages reach the client over the chat WebSocket (api/chat_socket.py).
-    mode = params["options"].get("responseMode") or "lastNode"
+    # nodes' messages reach the client over the chat WebSocket (api/chat_socket.py). A hub
+    # agent streams unless told otherwise (n8n's responseMode default for availableInChat).
+    given = node.parameters.get("options")
+    given = given.get("responseMode") if isinstance(given, dict) else None
+    default = "streaming" if params.get("availableInChat") is True else "lastNode"
+    mode = given or default
     public = bool(params.get("public"))
     given = node.parameters.get("options")
     return ChatSettings(

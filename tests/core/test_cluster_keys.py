@@ -80,6 +80,24 @@ def test_the_cluster_setting_needs_a_broker_of_its_own(monkeypatch):
     assert settings.redis_cluster and Keys.from_settings(settings).cluster
 
 
+def test_a_hub_conversations_keys_share_one_slot_and_a_hub_runs_too():
+    keys = Keys(prefix="p:", cluster=True)
+    together = [
+        keys.hub_conversation("s1"), keys.hub_messages("s1"), keys.hub_text("s1", "m1"),
+        keys.hub_files("s1"), keys.hub_seq("s1"), keys.hub_events("s1"), keys.hub_active("s1"),
+        keys.hub_memory("s1"),
+    ]  # fmt: skip
+    assert {slot(k) for k in together} == {slot(keys.hub_conversation("s1"))}
+    assert keys.hub_events("s1") == "p:hub:conversation:{s1}:events"
+    assert slot(keys.hub_run("e1")) == slot(keys.hub_relay("e1"))
+    assert Keys(prefix="p:").hub_events("s1") == "p:hub:conversation:s1:events"
+
+
+def test_a_public_session_key_never_names_a_hub_key():
+    with pytest.raises(ReservedKeyError):
+        Keys(memory_prefix="").chat("hub:conversation:s1")
+
+
 def test_the_users_and_their_email_index_share_one_slot():
     keys = Keys(cluster=True)
     together = [keys.users(), keys.user("a"), keys.user("b")]

@@ -97,8 +97,9 @@ def test_a_chat_user_is_sent_to_the_chat_hub_and_the_editor_stays_closed(
     page.goto(f"{deployment.base}/")
     sign_in(page, "chat@example.com")
     page.wait_for_url(f"{deployment.base}/home/chat")
-    expect(page.locator("#hub-placeholder")).to_contain_text("The Chat Hub comes next")
+    page.wait_for_selector("body[data-ready=true]")
     expect(page.locator("#hub-user")).to_have_text("chat@example.com")
+    expect(page.locator("#open-editor")).to_be_hidden()
     page.goto(f"{deployment.base}/")  # the editor's address: the server sends them back
     page.wait_for_url(f"{deployment.base}/home/chat")
     assert browsing.errors == [] and browsing.failed == []

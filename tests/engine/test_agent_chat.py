@@ -42,6 +42,26 @@ def test_streams_the_calculator_answer_as_begin_items_end(redis_services):
     assert run.first_json() == {"output": ANSWER_437}
 
 
+def test_a_v3_agent_streams_each_model_call_after_a_tool_call_as_a_run_of_its_own(
+    redis_services,
+):
+    raw = example(REDIS_CHAT)
+    next(n for n in raw["nodes"] if n["name"] == "AI Agent")["typeVersion"] = 3.1
+    run, chunks = chat(load_workflow(raw), redis_services, "What is 19 * 23?")
+    assert run.status == "success", run.error
+    runs = [(c["type"], c["metadata"]["runIndex"]) for c in chunks if c["type"] != "item"]
+    assert runs == [("begin", 0), ("end", 0), ("begin", 1), ("end", 1)]
+    items = [c for c in chunks if c["type"] == "item"]
+    assert {c["metadata"]["runIndex"] for c in items} == {1}
+    assert "".join(c["content"] for c in items) == ANSWER_437
+
+
+def test_a_v2_agent_streams_one_run_whatever_the_tools(redis_services):
+    _, chunks = chat(load_workflow(example(REDIS_CHAT)), redis_services, "What is 19 * 23?")
+    assert [c["type"] for c in chunks if c["type"] != "item"] == ["begin", "end"]
+    assert {c["metadata"]["runIndex"] for c in chunks} == {0}
+
+
 def test_model_runs_twice_and_calculator_gets_the_models_arguments(redis_services):
     run, _ = chat(load_workflow(example(REDIS_CHAT)), redis_services, "What is 19 * 23?")
     model_runs = run.run_data["Mock Chat Model"]
