@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from api.chat_files import FILE_TYPES, allowed, pretty_bytes
+from api.chat_files import allowed
 from api.errors import ApiError
 from core.hub_records import Attachment
+from engine.binary_data import file_type, pretty_bytes
 
 MAX_FILES = 20  # per message: n8n sets none; each one is a hash field and a binary of the item
 
@@ -94,7 +95,7 @@ def trigger_item(base: dict[str, Any], files: list[File]) -> dict[str, Any]:
             "fileExtension": PurePath(file.name).suffix.lstrip(".").lower(),
             "fileSize": pretty_bytes(file.size),
         }
-        kind = next((t for prefix, t in FILE_TYPES if file.mime_type.startswith(prefix)), None)
+        kind = file_type(file.mime_type)
         if kind:
             binary["fileType"] = kind
         item["binary"][key] = binary
