@@ -21,6 +21,10 @@ ALREADY_OPEN = "This conversation was opened in another window."
 FULL = "This server holds as many chats as it may; try again shortly."
 IDLE = "Closed after a long time without a message; reconnect to go on."
 INTERNAL = "Internal server error"
+# Redis failed under the socket (a restart, a partition): said as the HTTP doors say a 503, with
+# nothing of where Redis is; the client may send again once it is back.
+UNAVAILABLE = "The chat is unavailable: Redis was unreachable. Send your message again."
+CLOSE_UNAVAILABLE = 1013  # "try again later"
 
 # 1012, "service restart": the client may reconnect (to this api once it is back, or another).
 CLOSE_RESTART = 1012

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 
+import redis
 from flask import Flask, jsonify, request
 
 from api import bodies
@@ -41,8 +42,10 @@ from api.chat_frames import (
     CLOSE_REFUSED,
     CLOSE_RESTART,
     CLOSE_TOO_SLOW,
+    CLOSE_UNAVAILABLE,
     FULL,
     INTERNAL,
+    UNAVAILABLE,
     error_frame,
 )
 from api.chat_heartbeat import Heartbeat
@@ -81,6 +84,8 @@ def chat_socket():
     kept = False
     try:
         kept = connection.serve(args.get("token", ""))
+    except redis.RedisError as err:  # not a bug: Redis went away under the socket
+        connection.unavailable(err)
     except Exception:  # a bug: the socket is upgraded, so the answer is a close frame
         log.exception("chat socket of execution %s failed", connection.execution_id)
         connection.close(INTERNAL, CLOSE_INTERNAL)
@@ -200,6 +205,8 @@ class ChatConnection:
     def _run(self) -> None:
         try:
             self._relay()
+        except redis.RedisError as err:  # not a bug: Redis went away under the socket
+            self.unavailable(err)
         except Exception:  # a bug: a close frame that says so, never a silent drop
             log.exception("chat socket of execution %s failed", self.execution_id)
             self.close(INTERNAL, CLOSE_INTERNAL)
@@ -216,6 +223,14 @@ class ChatConnection:
         if self.feed.stream is not None:
             self.rt.relay().unsubscribe(self.feed.stream)
         self.released.set()
+
+    def unavailable(self, err: redis.RedisError) -> None:
+        """Redis failed while the socket was served: the client is told so in an error line
+        (as a stream is), and the socket closes with "try again later"."""
+        log.warning("chat socket of execution %s: Redis failed: %s", self.execution_id, err)
+        with contextlib.suppress(Exception):  # the client may be gone too
+            self.send(error_frame(UNAVAILABLE))
+        self.close(UNAVAILABLE, CLOSE_UNAVAILABLE)
 
     def close(self, reason: str, code: int = CLOSE_RESTART) -> None:
         with self._send_lock:
