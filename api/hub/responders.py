@@ -58,9 +58,10 @@ class Responder:
 
 
 def responder(h: HubRuntime, user: HubUser, ref: ModelRef, credential_id: str | None,
-              time_zone: str | None) -> Responder:  # fmt: skip
+              time_zone: str | None, stored: str | None | bool = False) -> Responder:  # fmt: skip
+    """What answers `ref`; `stored`: a workflow agent's JSON as the caller read it."""
     if ref.provider == "n8n":
-        return _workflow_agent(h, user, ref)
+        return _workflow_agent(h, user, ref, stored)
     if ref.provider == "custom-agent":
         agent = h.agents.get(user.id, ref.agent_id or "")
         if agent is None:
@@ -86,8 +87,9 @@ def responder(h: HubRuntime, user: HubUser, ref: ModelRef, credential_id: str | 
     raise ApiError(400, f'Unknown provider "{ref.provider}"')
 
 
-def _workflow_agent(h: HubRuntime, user: HubUser, ref: ModelRef) -> Responder:
-    agent = workflow_agent(h.rt, user, ref.workflow_id or "")
+def _workflow_agent(h: HubRuntime, user: HubUser, ref: ModelRef,
+                    stored: str | None | bool) -> Responder:  # fmt: skip
+    agent = workflow_agent(h.rt, user, ref.workflow_id or "", stored)
     return Responder(
         ref=ref,
         name=agent.name,
