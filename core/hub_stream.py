@@ -72,16 +72,20 @@ class HubEvents:
         self._emit = script(client, _EMIT)
 
     def queue(self, batch: Batch, user_id: str, session_id: str, event_type: str,
-              data: dict[str, Any]) -> Callable[[list[Any]], None]:  # fmt: skip
-        """`emit` in `batch`; call what it returns with the batch's replies (this process's
-        listeners are told then, and in a cluster it publishes then)."""
+              data: dict[str, Any], append: tuple[str, str] | None = None,
+              ) -> Callable[[list[Any]], None]:  # fmt: skip
+        """`emit` in `batch` (`append`: a chunk's text first, as `emit`'s); call what it
+        returns with the batch's replies (this process's listeners are told then, and in a
+        cluster it publishes then). TooLong, then, if the text would pass its bound."""
         event = framed(event_type, session_id, data)
         seq = self.keys.hub_seq(session_id)
         channel = self.keys.hub_push(user_id)
+        text_key = self.keys.hub_text(session_id, append[0]) if append else seq
         args = [event.head, event.tail, self.settings.events_kept,
                 self.settings.events_ttl_seconds, "PUBLISH", "" if self._cluster else channel,
-                "", 0, 0, "", event.push_head, event.push_tail]  # fmt: skip
-        keys = [seq, self.keys.hub_events(session_id), seq, seq,
+                append[1] if append else "", self.settings.max_reply_bytes, self.text_ttl, "",
+                event.push_head, event.push_tail]  # fmt: skip
+        keys = [seq, self.keys.hub_events(session_id), text_key, seq,
                 self.keys.hub_conversation(session_id)]  # fmt: skip
         index = batch.script(self._emit, keys, args)
 
@@ -89,6 +93,8 @@ class HubEvents:
             n = int(replies[index] or 0)
             if n > 0:
                 self._out(channel, event, n)
+            elif n < 0:
+                raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
 
         return after
 
