@@ -138,6 +138,8 @@ def _launch(h: HubRuntime, user: HubUser, turn: Turn):
     if responder.generated:
         text = attachments.inline(text, turn.files)
     body = {"sessionId": session.id, "action": "sendMessage", "chatInput": text}
+    if responder.generated:
+        body["systemMessage"] = responder.system_message
     files = [] if responder.generated else turn.files
     item = attachments.trigger_item(body, files)
     launched = None
