@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from typing import Any
@@ -104,11 +105,17 @@ class Gone(Exception):
 
 
 class ReplyFeed:
-    def __init__(self, h: HubRuntime, run: HubRun, stream: Stream, lease: str):
+    def __init__(self, h: HubRuntime, run: HubRun, stream: Stream, lease: str,
+                 ready: threading.Event | None = None):  # fmt: skip
+        """`ready`: set once what the reply's start writes is written (the relay may begin at
+        once and read its first events meanwhile, but tells nothing before); `abandoned` then
+        says the start failed."""
         self.h = h
         self.rt = h.rt
         self.run = run
         self.lease = lease
+        self.ready = ready
+        self.abandoned = False
         self.outcome = Outcome(Launch(run.execution_id, stream), self.rt.executions,
                                self.rt.relay(), self.rt.settings, self.rt.liveness)  # fmt: skip
         self.renewed = time.monotonic()
@@ -117,6 +124,11 @@ class ReplyFeed:
 
     # --- the loop ---------------------------------------------------------------------------
     def __call__(self) -> None:
+        if self.ready is not None:
+            self.ready.wait()
+            if self.abandoned:
+                self.outcome.close()
+                return
         ended: MessageStatus | None = None
         try:
             ended = self._relay()
@@ -240,6 +252,7 @@ class ReplyFeed:
                 log.warning("hub reply %s: past its size bound", run.execution_id)
         if shown and first:
             self.texts[message.id].append(first)
+            time.sleep(0)  # this process's tabs write it before the relay goes on
         if not replies[0]:  # deleted while it answered: what was just written goes too
             self.rt.redis.delete(self.rt.keys.hub_messages(run.session_id))
             raise Gone()
@@ -250,6 +263,7 @@ class ReplyFeed:
             self._emit("chatHubStreamChunk", message_id, seq, append=text, content=text)
             if message_id in self.texts:
                 self.texts[message_id].append(text)
+            time.sleep(0)  # this process's tabs write it before the relay goes on
         except TooLong:
             log.warning("hub reply %s: past its size bound, the rest is dropped",
                         self.run.execution_id)  # fmt: skip
