@@ -16,7 +16,7 @@ the root (`branch`).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -100,7 +100,7 @@ class HubSession:
     tool_ids: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return dumps(_camel(asdict(self)))
+        return dumps(_camel(self))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> HubSession:
@@ -134,7 +134,7 @@ class HubMessage:
     attachments: list[Attachment] = field(default_factory=list)
 
     def to_json(self) -> str:
-        body = _camel(asdict(self))
+        body = _camel(self)
         body["attachments"] = [a.to_json() for a in self.attachments]
         return dumps(body)
 
@@ -164,7 +164,7 @@ class HubAgent:
     tool_ids: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return dumps(_camel(asdict(self)))
+        return dumps(_camel(self))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> HubAgent:
@@ -195,7 +195,7 @@ class HubRun:
     title_with: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return dumps(_camel(asdict(self)))
+        return dumps(_camel(self))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> HubRun:
@@ -221,18 +221,20 @@ def branch(messages: dict[str, HubMessage], leaf: str | None) -> list[HubMessage
     return chain
 
 
-def _camel(values: dict[str, Any]) -> dict[str, Any]:
-    return {_CAMEL.get(name) or _to_camel(name): value for name, value in values.items()}
+def _camel(record: Any) -> dict[str, Any]:
+    """The record's fields by their camelCase names (a shallow copy: dumps reads the rest)."""
+    names = _NAMES.get(type(record))
+    if names is None:
+        names = _NAMES[type(record)] = [(f.name, _to_camel(f.name)) for f in fields(record)]
+    return {camel: getattr(record, name) for name, camel in names}
 
 
 def _to_camel(name: str) -> str:
     head, *rest = name.split("_")
-    camel = head + "".join(part.capitalize() for part in rest)
-    _CAMEL[name] = camel
-    return camel
+    return head + "".join(part.capitalize() for part in rest)
 
 
-_CAMEL: dict[str, str] = {}
+_NAMES: dict[type, list[tuple[str, str]]] = {}
 
 
 def _decode(cls: Any, raw: str | bytes) -> Any:

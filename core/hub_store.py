@@ -102,6 +102,7 @@ class Lookup:
     taken: bool  # the id is another user's conversation
     messages: dict[str, HubMessage] = field(default_factory=dict)
     conversations: int = 0  # how many the user has
+    also: list[Any] = field(default_factory=list)  # the values of the keys asked beside
 
 
 class ConversationStore:
@@ -122,17 +123,21 @@ class ConversationStore:
         session = HubSession.from_json(raw)
         return session if session.owner_id == user_id else None
 
-    def lookup(self, session_id: str, user_id: str) -> Lookup:
+    def lookup(self, session_id: str, user_id: str, also: list[str] | None = None) -> Lookup:
+        """The conversation, its messages and the user's count, with the values of the string
+        keys `also` (a workflow the message goes to), in one round trip."""
         batch = Batch(self.client)
         batch.call("GET", self.keys.hub_conversation(session_id))
         batch.call("HGETALL", self.keys.hub_messages(session_id))
         batch.call("ZCARD", self.keys.hub_conversations(user_id))
-        raw, messages, count = batch.execute()
+        for key in also or []:
+            batch.call("GET", key)
+        raw, messages, count, *values = batch.execute()
         session = HubSession.from_json(raw) if raw is not None else None
         if session is not None and session.owner_id != user_id:
             return Lookup(None, True)
         found = {mid: HubMessage.from_json(m) for mid, m in _pairs(messages).items()}
-        return Lookup(session, False, found, int(count))
+        return Lookup(session, False, found, int(count), values)
 
     def queue_save(self, batch: Batch, session: HubSession, create: bool = False) -> int:
         """Store the conversation (`create`: a new one, listed for its owner) in `batch`: the

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from core import events
@@ -58,9 +59,10 @@ class TooLong(Exception):
 
 class HubEvents:
     def __init__(self, client: Any, keys: Keys, settings: HubSettings, text_ttl: int,
-                 local: Callable[[str, dict[str, Any]], None] | None = None):  # fmt: skip
-        """`local`: told of each event as soon as it is written (the channel, the event), for
-        this process's own listeners, which need not wait for its trip through Redis."""
+                 local: Callable[[str, str, int, str], None] | None = None):  # fmt: skip
+        """`local`: told of each event as soon as it is written (the channel, the conversation,
+        the event's number and its JSON), for this process's own listeners, which need not
+        wait for its trip through Redis."""
         self.local = local
         self.client = client
         self.keys = keys
@@ -70,27 +72,29 @@ class HubEvents:
         self._emit = script(client, _EMIT)
 
     def queue(self, batch: Batch, user_id: str, session_id: str, event_type: str,
-              data: dict[str, Any]) -> Callable[[list[Any]], None]:  # fmt: skip
-        """`emit` in `batch`; call what it returns with the batch's replies (in a cluster it
-        publishes then)."""
-        head, tail = around_sequence(event_type, {"sessionId": session_id, **data})
+              data: dict[str, Any], append: tuple[str, str] | None = None,
+              ) -> Callable[[list[Any]], None]:  # fmt: skip
+        """`emit` in `batch` (`append`: a chunk's text first, as `emit`'s); call what it
+        returns with the batch's replies (this process's listeners are told then, and in a
+        cluster it publishes then). TooLong, then, if the text would pass its bound."""
+        event = framed(event_type, session_id, data)
         seq = self.keys.hub_seq(session_id)
         channel = self.keys.hub_push(user_id)
-        args = [head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
-                "PUBLISH", "" if self._cluster else channel, "", 0, 0, "",
-                *pushed(head, tail)]  # fmt: skip
-        keys = [seq, self.keys.hub_events(session_id), seq, seq,
+        text_key = self.keys.hub_text(session_id, append[0]) if append else seq
+        args = [event.head, event.tail, self.settings.events_kept,
+                self.settings.events_ttl_seconds, "PUBLISH", "" if self._cluster else channel,
+                append[1] if append else "", self.settings.max_reply_bytes, self.text_ttl, "",
+                event.push_head, event.push_tail]  # fmt: skip
+        keys = [seq, self.keys.hub_events(session_id), text_key, seq,
                 self.keys.hub_conversation(session_id)]  # fmt: skip
         index = batch.script(self._emit, keys, args)
 
         def after(replies: list[Any]) -> None:
             n = int(replies[index] or 0)
-            if n <= 0:
-                return
-            self._told(channel, head, n, tail)
-            if self._cluster:
-                message_head, message_tail = pushed(head, tail)
-                publish(self.client, channel, message_head + str(n) + message_tail)
+            if n > 0:
+                self._out(channel, event, n)
+            elif n < 0:
+                raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
 
         return after
 
@@ -108,7 +112,7 @@ class HubEvents:
         text first, `consumed` = (execution id, its event number) records the relay's
         progress. Returns the event's number (0: the conversation is gone; TooLong: the text
         would pass its bound; nothing written either way)."""
-        head, tail = around_sequence(event_type, {"sessionId": session_id, **data})
+        event = framed(event_type, session_id, data)
         text_key = self.keys.hub_text(session_id, append[0]) if append else ""
         run_key = self.keys.hub_run(consumed[0]) if consumed else ""
         channel = self.keys.hub_push(user_id)
@@ -118,27 +122,28 @@ class HubEvents:
                 run_key if in_script else self.keys.hub_seq(session_id),
                 self.keys.hub_conversation(session_id)]  # fmt: skip
         args = [
-            head, tail, self.settings.events_kept, self.settings.events_ttl_seconds,
+            event.head, event.tail, self.settings.events_kept, self.settings.events_ttl_seconds,
             "PUBLISH", "" if self._cluster else channel,
             append[1] if append else "", self.settings.max_reply_bytes, self.text_ttl,
-            consumed[1] if in_script and consumed else "", *pushed(head, tail),
+            consumed[1] if in_script and consumed else "", event.push_head, event.push_tail,
         ]  # fmt: skip
         n = int(self._emit(keys=keys, args=args))
         if n < 0:
             raise TooLong(f"a reply may hold at most {self.settings.max_reply_bytes} bytes")
         if n == 0:
             return 0  # the conversation is gone: nothing was written
-        self._told(channel, head, n, tail)
-        if self._cluster:  # the user's channel and the run are in other slots than the events
-            message_head, message_tail = pushed(head, tail)
-            publish(self.client, channel, message_head + str(n) + message_tail)
-            if consumed is not None:
-                self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
+        self._out(channel, event, n)
+        if self._cluster and consumed is not None:  # the run is in another slot
+            self.client.hset(self.keys.hub_run(consumed[0]), "consumed", consumed[1])
         return n
 
-    def _told(self, channel: str, head: str, n: int, tail: str) -> None:
+    def _out(self, channel: str, event: Framed, n: int) -> None:
+        """A written event: to this process's listeners now; in a cluster, published here (the
+        user's channel is in another slot than the conversation's keys)."""
         if self.local is not None:
-            self.local(channel, json.loads(head + str(n) + tail))
+            self.local(channel, event.session_id, n, event.kept(n))
+        if self._cluster:
+            publish(self.client, channel, event.published(n))
 
     def since(self, session_id: str, last_sequence: int) -> list[dict[str, Any]]:
         """The kept events numbered after `last_sequence`, oldest first."""
@@ -150,19 +155,35 @@ class HubEvents:
         return int(self.client.get(self.keys.hub_seq(session_id)) or 0)
 
 
-def pushed(head: str, tail: str) -> tuple[str, str]:
-    """The channel's message for the event `head + n + tail`: core/events.py's push event,
-    around the same number."""
-    body = json.loads(head + "0" + tail)
-    text = events.encode(events.push(body["type"], body["data"]))
-    marker = _HEAD + "0"
-    at = text.index(marker) + len(_HEAD)
+@dataclass(frozen=True, slots=True)
+class Framed:
+    """One event as the texts around its number: as kept (n8n's push message) and as published
+    on the user's channel (core/events.py's push event); the script puts the number in."""
+
+    session_id: str
+    head: str
+    tail: str
+    push_head: str
+    push_tail: str
+
+    def kept(self, n: int) -> str:
+        return self.head + str(n) + self.tail
+
+    def published(self, n: int) -> str:
+        return self.push_head + str(n) + self.push_tail
+
+
+def framed(event_type: str, session_id: str, data: dict[str, Any]) -> Framed:
+    """The event `{"type", "data": {"sequenceNumber": n, "sessionId", **data, "timestamp"}}`."""
+    body = {"sequenceNumber": 0, "sessionId": session_id, **data}
+    body["timestamp"] = body.get("timestamp") or now_ms()
+    kept = dumps({"type": event_type, "data": body})
+    pushed = events.encode(events.push(event_type, body))
+    head, tail = _around(kept)
+    push_head, push_tail = _around(pushed)
+    return Framed(session_id, head, tail, push_head, push_tail)
+
+
+def _around(text: str) -> tuple[str, str]:
+    at = text.index(_HEAD + "0") + len(_HEAD)
     return text[:at], text[at + 1 :]
-
-
-def around_sequence(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
-    """The push message `{"type", "data": {"sequenceNumber": n, **data}}` as the text before and
-    after n, which the script learns as it numbers the event."""
-    rest = dumps({**data, "timestamp": data.get("timestamp") or now_ms()})
-    head = '{"type":' + dumps(event_type) + ',"data":' + _HEAD
-    return head, "," + rest[1:] + "}"

@@ -144,6 +144,11 @@ class WorkflowStore:
         """The stored JSON and its parsed workflow, parsed once per version."""
         return self._loaded(workflow_id, self.client.get(self.keys.workflow(workflow_id)))
 
+    def parsed(self, workflow_id: str, stored: str | None) -> tuple[dict[str, Any], Any]:
+        """`load` of the JSON a caller read itself, beside reads of its own in one round trip
+        (the Chat Hub's, api/hub/messages.py)."""
+        return self._loaded(workflow_id, stored)
+
     def _loaded(self, workflow_id: str, raw: str | None) -> tuple[dict[str, Any], Any]:
         return self._parsed_version(workflow_id, raw)[1:]
 

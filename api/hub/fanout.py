@@ -22,6 +22,7 @@ from typing import Any
 
 from api.relay import Relay, Stream
 from core.events import Kind
+from core.jsontext import dumps
 from runtime.spawn import spawn
 
 # How often an idle pump looks whether its listeners are gone.
@@ -33,21 +34,22 @@ SEEN = 4096
 
 
 class Listener:
-    """One tab's events, as `{"type", "data"}` push messages; `ended` once its channel failed."""
+    """One tab's events, each the JSON text of an n8n push message `{"type", "data"}`;
+    `ended` once its channel failed."""
 
     __slots__ = ("_items", "_ready", "ended", "_seen", "_order")
 
     def __init__(self) -> None:
-        self._items: list[dict[str, Any]] = []
+        self._items: list[str] = []
         self._ready = threading.Event()
         self.ended: str | None = None
         self._seen: set[tuple[Any, Any]] = set()
         self._order: deque[tuple[Any, Any]] = deque()
 
-    def put(self, message: dict[str, Any]) -> None:
-        data = message.get("data") or {}
-        which = (data.get("sessionId"), data.get("sequenceNumber"))
-        if which[1] is not None:
+    def put(self, session_id: Any, number: Any, text: str) -> None:
+        """An event of conversation `session_id`, numbered `number` there, as JSON text."""
+        which = (session_id, number)
+        if number is not None:
             if which in self._seen:
                 return  # taken already, the other way
             self._seen.add(which)
@@ -57,14 +59,14 @@ class Listener:
         if len(self._items) >= MAX_WAITING:
             self.end("the tab is not reading its events fast enough")
             return
-        self._items.append(message)
+        self._items.append(text)
         self._ready.set()
 
     def end(self, reason: str) -> None:
         self.ended = self.ended or reason
         self._ready.set()
 
-    def get(self, timeout: float) -> dict[str, Any] | None:
+    def get(self, timeout: float) -> str | None:
         """The next message; None after `timeout` of silence or once ended (see `ended`)."""
         deadline = time.monotonic() + timeout
         while not self._items and self.ended is None:
@@ -113,7 +115,7 @@ class Fanout:
             if not found.listeners:
                 self._close(channel, found)
 
-    def deliver(self, channel: str, message: dict[str, Any]) -> None:
+    def deliver(self, channel: str, session_id: str, number: int, text: str) -> None:
         """An event this process just published on `channel`, to this process's tabs now."""
         found = self._channels.get(channel)
         if found is None:
@@ -121,7 +123,7 @@ class Fanout:
         with self._lock:
             listeners = list(found.listeners)
         for listener in listeners:
-            listener.put(message)
+            listener.put(session_id, number, text)
 
     def listening(self) -> int:
         """Open listeners in this process (a test's and the metrics' view)."""
@@ -149,10 +151,12 @@ class Fanout:
             if event is None:
                 continue
             if event.kind == Kind.PUSH:
+                data = event.body.get("data") or {}
+                text = dumps(event.body)
                 with self._lock:
                     listeners = list(found.listeners)
                 for listener in listeners:
-                    listener.put(event.body)
+                    listener.put(data.get("sessionId"), data.get("sequenceNumber"), text)
             elif event.kind in (Kind.BROKEN, Kind.MISSED):
                 reason = event.reason or "events may have been missed"
                 with self._lock:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from typing import Any
@@ -72,6 +73,23 @@ def joined(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _key(chunk: dict[str, Any]) -> str:
+    """Which AI message a chunk belongs to: n8n's aggregator keys them by node, run and item."""
+    meta = chunk.get("metadata") or {}
+    return f"{meta.get('nodeId')}|{meta.get('runIndex', 0)}|{meta.get('itemIndex', 0)}"
+
+
+def _first_text(chunks: list[dict[str, Any]], index: int) -> str | None:
+    """The text of the item right after a begin at `index`, of the same message; else None."""
+    if index + 1 >= len(chunks) or chunks[index].get("type") != "begin":
+        return None
+    item = chunks[index + 1]
+    content = item.get("content")
+    if item.get("type") != "item" or not isinstance(content, str) or not content:
+        return None
+    return content if _key(item) == _key(chunks[index]) else None
+
+
 def _run_of(chunk: dict[str, Any]) -> tuple[Any, ...]:
     meta = chunk.get("metadata") or {}
     return meta.get("nodeId"), meta.get("runIndex", 0), meta.get("itemIndex", 0)
@@ -87,11 +105,17 @@ class Gone(Exception):
 
 
 class ReplyFeed:
-    def __init__(self, h: HubRuntime, run: HubRun, stream: Stream, lease: str):
+    def __init__(self, h: HubRuntime, run: HubRun, stream: Stream, lease: str,
+                 ready: threading.Event | None = None):  # fmt: skip
+        """`ready`: set once what the reply's start writes is written (the relay may begin at
+        once and read its first events meanwhile, but tells nothing before); `abandoned` then
+        says the start failed."""
         self.h = h
         self.rt = h.rt
         self.run = run
         self.lease = lease
+        self.ready = ready
+        self.abandoned = False
         self.outcome = Outcome(Launch(run.execution_id, stream), self.rt.executions,
                                self.rt.relay(), self.rt.settings, self.rt.liveness)  # fmt: skip
         self.renewed = time.monotonic()
@@ -100,6 +124,11 @@ class ReplyFeed:
 
     # --- the loop ---------------------------------------------------------------------------
     def __call__(self) -> None:
+        if self.ready is not None:
+            self.ready.wait()
+            if self.abandoned:
+                self.outcome.close()
+                return
         ended: MessageStatus | None = None
         try:
             ended = self._relay()
@@ -134,8 +163,19 @@ class ReplyFeed:
     def _event(self, event: Event) -> MessageStatus | None:
         if event.kind == Kind.LINES:
             lines = joined([json.loads(line) for line in event.body.splitlines() if line.strip()])
-            for index, chunk in enumerate(lines):
-                self._chunk(chunk, event.seq if index == len(lines) - 1 else None)
+            index = 0
+            while index < len(lines):
+                seq = event.seq if index == len(lines) - 1 else None
+                first = _first_text(lines, index)
+                if first is not None:  # a begin and its first text: begun and shown together
+                    key = _key(lines[index])
+                    if key not in self.run.open:
+                        self._begin(key, event.seq if index + 1 == len(lines) - 1 else None,
+                                    first=first)  # fmt: skip
+                        index += 2
+                        continue
+                self._chunk(lines[index], seq)
+                index += 1
         elif event.kind == Kind.MESSAGE:
             if self._chat_message(ChatNodeMessage.from_json(event.body)):
                 return MessageStatus.WAITING
@@ -155,8 +195,7 @@ class ReplyFeed:
     # --- streaming ----------------------------------------------------------------------------
     def _chunk(self, chunk: dict[str, Any], seq: int | None) -> None:
         kind = chunk.get("type")
-        meta = chunk.get("metadata") or {}
-        key = f"{meta.get('nodeId')}|{meta.get('runIndex', 0)}|{meta.get('itemIndex', 0)}"
+        key = _key(chunk)
         if kind == "begin":
             if key not in self.run.open:  # a begin read again after a takeover is not new
                 self._begin(key, seq)
@@ -175,8 +214,9 @@ class ReplyFeed:
             message_id = self.run.open.pop(key, "") or self._begin(key)
             self._fail(message_id, str(content or "The workflow could not answer."), seq)
 
-    def _begin(self, key: str, seq: int | None = None) -> str:
-        """A new AI message, stored with the run and announced in one round trip."""
+    def _begin(self, key: str, seq: int | None = None, first: str | None = None) -> str:
+        """A new AI message, stored with the run and announced in one round trip (with its
+        first text, when that came with its begin)."""
         run, h = self.run, self.h
         message = HubMessage(
             id=str(uuid.uuid4()), session_id=run.session_id, type=AI, name="AI", content="",
@@ -196,9 +236,23 @@ class ReplyFeed:
         h.runs.queue_save(batch, run, consumed=seq)
         data = {"messageId": message.id, "previousMessageId": message.previous_message_id,
                 "retryOfMessageId": message.retry_of_message_id, "executionId": run.execution_id}  # fmt: skip
-        after = h.events.queue(batch, run.user_id, run.session_id, "chatHubStreamBegin", data)
+        after = [h.events.queue(batch, run.user_id, run.session_id, "chatHubStreamBegin", data)]
+        if first:
+            after.append(h.events.queue(
+                batch, run.user_id, run.session_id, "chatHubStreamChunk",
+                {"messageId": message.id, "content": first}, append=(message.id, first),
+            ))  # fmt: skip
         replies = batch.execute()
-        after(replies)
+        shown = bool(first)
+        for told in after:
+            try:
+                told(replies)
+            except TooLong:
+                shown = False
+                log.warning("hub reply %s: past its size bound", run.execution_id)
+        if shown and first:
+            self.texts[message.id].append(first)
+            time.sleep(0)  # this process's tabs write it before the relay goes on
         if not replies[0]:  # deleted while it answered: what was just written goes too
             self.rt.redis.delete(self.rt.keys.hub_messages(run.session_id))
             raise Gone()
@@ -209,6 +263,7 @@ class ReplyFeed:
             self._emit("chatHubStreamChunk", message_id, seq, append=text, content=text)
             if message_id in self.texts:
                 self.texts[message_id].append(text)
+            time.sleep(0)  # this process's tabs write it before the relay goes on
         except TooLong:
             log.warning("hub reply %s: past its size bound, the rest is dropped",
                         self.run.execution_id)  # fmt: skip

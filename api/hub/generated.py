@@ -6,7 +6,10 @@ conversation asks the same model through one more (api/hub/titles.py).
 
 Nothing is stored as a workflow: the JSON travels as the execution's workflow version (a
 snapshot, core/workflow_snapshots.py) under an id of its own, `hub-agent-<agentId>` or
-`hub-model-<digest>`, whose executions REST lists as any workflow's.
+`hub-model-<digest>`, whose executions REST lists as any workflow's. What changes from one
+message to the next (the system message, which holds the user's date and time) travels in the
+trigger's item (`$json.systemMessage`), so an agent's workflow is one version, built once
+(`agent_workflow` hands out the same object for the same agent: one snapshot, never re-encoded).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from core.hub_settings import MOCK_PROVIDER
+from core.jsontext import dumps
+from engine.workflow import Workflow, load_workflow
 
 TRIGGER, AGENT, MODEL, MEMORY = "When chat message received", "AI Agent", "Chat Model", "Memory"
 CALCULATOR_TOOL_ID = "00000000-0000-4000-8000-00000000ca1c"
@@ -31,6 +36,10 @@ TOOLS: dict[str, dict[str, Any]] = {
     }
 }
 BASE_PROMPT = "You are a helpful assistant."
+# The Agent's system message: the item's, so the workflow stays one version across messages.
+SYSTEM_MESSAGE = "={{ $json.systemMessage }}"
+MAX_BUILT = 1024
+_BUILT: dict[str, tuple[dict[str, Any], Workflow]] = {}
 # A generated memory list outlives no conversation for long: the hub writes it before each run.
 MEMORY_TTL_SECONDS = 7 * 24 * 3600
 
@@ -46,22 +55,31 @@ def model_workflow_id(provider: str, model: str, credential_id: str | None) -> s
 
 
 def agent_workflow(
-    workflow_id: str,
-    name: str,
-    system_message: str,
-    model: dict[str, Any],
-    tool_ids: list[str],
-    window: int,
-) -> dict[str, Any]:
+    workflow_id: str, name: str, model: dict[str, Any], tool_ids: list[str], window: int
+) -> tuple[dict[str, Any], Workflow]:
     """Chat Trigger → AI Agent with `model` (a node from `model_node`), a Redis Chat Memory of
-    `window` turns and the tools named by `tool_ids`."""
+    `window` turns (none for 0) and the tools named by `tool_ids`; its system message is the
+    item's `systemMessage`. Its JSON and the workflow parsed from it: the same objects for the
+    same arguments (the last MAX_BUILT)."""
+    key = dumps([workflow_id, name, model, tool_ids, window])
+    built = _BUILT.get(key)
+    if built is None:
+        if len(_BUILT) >= MAX_BUILT:
+            _BUILT.clear()
+        raw = _build(workflow_id, name, model, tool_ids, window)
+        built = _BUILT[key] = (raw, load_workflow(raw))
+    return built
+
+
+def _build(workflow_id: str, name: str, model: dict[str, Any], tool_ids: list[str],
+           window: int) -> dict[str, Any]:  # fmt: skip
     nodes = [
         _node(TRIGGER, "@n8n/n8n-nodes-langchain.chatTrigger", 1.4, [0, 0], {
             "public": False, "path": f"hub/{workflow_id}",
             "options": {"responseMode": "streaming"},
         }),
         _node(AGENT, "@n8n/n8n-nodes-langchain.agent", 3.1, [260, 0], {
-            "promptType": "auto", "options": {"systemMessage": system_message},
+            "promptType": "auto", "options": {"systemMessage": SYSTEM_MESSAGE},
         }),
         {**model, "name": MODEL, "id": f"{workflow_id}-model", "position": [160, 220]},
         _node(MEMORY, "@n8n/n8n-nodes-langchain.memoryRedisChat", 1.5, [310, 220], {
@@ -73,6 +91,9 @@ def agent_workflow(
         MODEL: {"ai_languageModel": [[_to(AGENT, "ai_languageModel")]]},
         MEMORY: {"ai_memory": [[_to(AGENT, "ai_memory")]]},
     }
+    if window <= 0:  # no memory: a title asks once
+        nodes = [n for n in nodes if n["name"] != MEMORY]
+        connections.pop(MEMORY)
     for index, tool_id in enumerate(tool_ids):
         tool = TOOLS[tool_id]
         tool_name = str(tool["name"]) if index == 0 else f"{tool['name']} {index + 1}"

@@ -25,7 +25,8 @@ STREAMING = {"data": {"status": "streaming"}}
 def send():
     h, user = hub(), current_user()
     req = requests.send(bodies_object())
-    found = h.conversations.lookup(req.session_id, user.id)
+    also = [h.rt.keys.workflow(req.model.workflow_id)] if req.model.workflow_id else []
+    found = h.conversations.lookup(req.session_id, user.id, also)
     if found.taken:
         raise ApiError(404, NOT_FOUND)  # another user's
     session, messages = found.session, found.messages
@@ -34,7 +35,8 @@ def send():
                        "one user may keep: delete some to start a new one.")  # fmt: skip
     _room(h, messages, req.message_id)
     credential = req.credential_id or (session.credential_id if session else None)
-    answers = responder(h, user, req.model, credential, req.time_zone)
+    stored = found.also[0] if also else False
+    answers = responder(h, user, req.model, credential, req.time_zone, stored)
     attachments.check(req.files, answers.file_types, h.rt.settings)
     if req.previous_message_id is not None and req.previous_message_id not in messages:
         raise ApiError(400, "The previous message is not in this conversation")

@@ -48,7 +48,7 @@ def push() -> Response:
             while True:
                 message = listener.get(HEARTBEAT_SECONDS)
                 if message is not None:
-                    yield f"data: {dumps(message)}\n\n"
+                    yield f"data: {message}\n\n"
                 elif listener.ended is not None:
                     error = {"type": "pushError", "data": {"message": listener.ended}}
                     yield f"data: {dumps(error)}\n\n"

@@ -13,6 +13,8 @@ execution, its memory written first from the branch shown (api/hub/branch_memory
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,10 +76,21 @@ def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
             run, stream = _answer_wait(h, turn, waiting)
         else:
             run, stream = _launch(h, user, turn)
-        lease = _record(h, user, turn, run)
+        # The relay starts now, so the worker's first events find it reading; it tells
+        # nothing before the turn is written.
+        ready = threading.Event()
+        feed = ReplyFeed(h, run, stream, "", ready=ready)
+        spawn(feed)
+        try:
+            feed.lease = _record(h, user, turn, run)
+        except BaseException:
+            feed.abandoned = True
+            raise
+        finally:
+            ready.set()
+        time.sleep(0)  # the relay reads from now on, not once this request is answered
     finally:
         h.conversations.release(turn.session.id, turn.claim)  # nothing, once handed over
-    spawn(ReplyFeed(h, run, stream, lease))
 
 
 def _memory(h: HubRuntime, turn: Turn) -> list[MemoryWrite]:
@@ -138,6 +151,8 @@ def _launch(h: HubRuntime, user: HubUser, turn: Turn):
     if responder.generated:
         text = attachments.inline(text, turn.files)
     body = {"sessionId": session.id, "action": "sendMessage", "chatInput": text}
+    if responder.generated:
+        body["systemMessage"] = responder.system_message
     files = [] if responder.generated else turn.files
     item = attachments.trigger_item(body, files)
     launched = None

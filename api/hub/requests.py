@@ -14,6 +14,7 @@ from typing import Any
 from api.errors import ApiError
 from api.hub import attachments
 from api.hub.workflow_agents import icon_of
+from api.rest.workflows import ID
 from core.hub_records import ModelRef
 from core.hub_settings import MOCK_PROVIDER, OPENAI_PROVIDER
 
@@ -92,6 +93,8 @@ def model(value: Any) -> ModelRef:
     if not isinstance(value, dict) or value.get("provider") not in PROVIDERS:
         raise ApiError(400, f'"model.provider" must be one of {", ".join(PROVIDERS)}')
     ref = ModelRef.from_json(value)
+    if ref.provider == "n8n" and not ID.match(ref.workflow_id or ""):
+        raise ApiError(400, '"model.workflowId" must be a workflow id')
     needed = {"n8n": ref.workflow_id, "custom-agent": ref.agent_id}.get(ref.provider, ref.model)
     if ref.provider == MOCK_PROVIDER and not ref.model:
         return ModelRef(MOCK_PROVIDER, MOCK_PROVIDER)

@@ -23,7 +23,7 @@ from core.credentials import CredentialError
 from core.hub_records import ModelRef
 from core.hub_settings import ENV_CREDENTIAL, MOCK_PROVIDER, OPENAI_PROVIDER
 from engine.nodes.lm_chat_openai import LmChatOpenAi, model_name
-from engine.workflow import Workflow, load_workflow
+from engine.workflow import Workflow
 
 # What the hub's own agents take as files: text, which they read inline (the engine passes no
 # images to a model).
@@ -55,12 +55,14 @@ class Responder:
     credential_id: str | None
     title: TitleModel
     generated: bool  # the hub built it (its memory is the hub's to fill)
+    system_message: str = ""  # a built one's, sent in the trigger's item
 
 
 def responder(h: HubRuntime, user: HubUser, ref: ModelRef, credential_id: str | None,
-              time_zone: str | None) -> Responder:  # fmt: skip
+              time_zone: str | None, stored: str | None | bool = False) -> Responder:  # fmt: skip
+    """What answers `ref`; `stored`: a workflow agent's JSON as the caller read it."""
     if ref.provider == "n8n":
-        return _workflow_agent(h, user, ref)
+        return _workflow_agent(h, user, ref, stored)
     if ref.provider == "custom-agent":
         agent = h.agents.get(user.id, ref.agent_id or "")
         if agent is None:
@@ -69,25 +71,26 @@ def responder(h: HubRuntime, user: HubUser, ref: ModelRef, credential_id: str | 
         prompt = generated.system_prompt(time_zone, agent.system_prompt)
         wf_id = f"hub-agent-{agent.id}"
         model = generated.model_node(agent.provider, agent.model, credential)
-        raw = generated.agent_workflow(wf_id, agent.name, prompt, model, agent.tool_ids,
-                                       h.settings.context_window)  # fmt: skip
-        return _generated(ref, agent.name, agent.icon, raw, credential,
-                          TitleModel(agent.provider, agent.model, credential))  # fmt: skip
+        built = generated.agent_workflow(wf_id, agent.name, model, agent.tool_ids,
+                                         h.settings.context_window)  # fmt: skip
+        return _generated(ref, agent.name, agent.icon, built, credential,
+                          TitleModel(agent.provider, agent.model, credential), prompt)  # fmt: skip
     if ref.provider in (OPENAI_PROVIDER, MOCK_PROVIDER):
         model_id = ref.model or ""
         credential = credential_for(h, ref.provider, model_id, credential_id)
         cred_id = credential["id"] if credential else None
         wf_id = generated.model_workflow_id(ref.provider, model_id, cred_id)
         node = generated.model_node(ref.provider, model_id, credential)
-        raw = generated.agent_workflow(wf_id, model_id, generated.system_prompt(time_zone),
-                                       node, [], h.settings.context_window)  # fmt: skip
+        built = generated.agent_workflow(wf_id, model_id, node, [], h.settings.context_window)
         title = TitleModel(ref.provider, model_id, credential)
-        return _generated(ref, model_id, None, raw, credential, title)
+        return _generated(ref, model_id, None, built, credential, title,
+                          generated.system_prompt(time_zone))  # fmt: skip
     raise ApiError(400, f'Unknown provider "{ref.provider}"')
 
 
-def _workflow_agent(h: HubRuntime, user: HubUser, ref: ModelRef) -> Responder:
-    agent = workflow_agent(h.rt, user, ref.workflow_id or "")
+def _workflow_agent(h: HubRuntime, user: HubUser, ref: ModelRef,
+                    stored: str | None | bool) -> Responder:  # fmt: skip
+    agent = workflow_agent(h.rt, user, ref.workflow_id or "", stored)
     return Responder(
         ref=ref,
         name=agent.name,
@@ -103,20 +106,22 @@ def _workflow_agent(h: HubRuntime, user: HubUser, ref: ModelRef) -> Responder:
     )
 
 
-def _generated(ref: ModelRef, name: str, icon: dict[str, Any] | None, raw: dict[str, Any],
-               credential: dict[str, str] | None, title: TitleModel) -> Responder:  # fmt: skip
+def _generated(ref: ModelRef, name: str, icon: dict[str, Any] | None,
+               built: tuple[dict[str, Any], Workflow], credential: dict[str, str] | None,
+               title: TitleModel, system_message: str) -> Responder:  # fmt: skip
     return Responder(
         ref=ref,
         name=name,
         icon=icon,
-        raw=raw,
-        workflow=load_workflow(raw),
+        raw=built[0],
+        workflow=built[1],
         trigger=generated.TRIGGER,
         response_mode="streaming",
         file_types=TEXT_FILE_TYPES,
         credential_id=credential["id"] if credential else None,
         title=title,
         generated=True,
+        system_message=system_message,
     )
 
 

@@ -23,7 +23,6 @@ from core.hub_batch import Batch
 from core.hub_records import HubMessage, HubRun, HubSession
 from core.hub_settings import MOCK_PROVIDER
 from core.results import FinalResult
-from engine.workflow import load_workflow
 
 log = logging.getLogger("mini_n8n.hub")
 
@@ -89,12 +88,11 @@ def _asked(h, run: HubRun, question: str) -> str:
     workflow_id = generated.model_workflow_id("title", how["model"], how.get("credential", {})
                                               .get("id"))  # fmt: skip
     node = generated.model_node(how["provider"], how["model"], how.get("credential"))
-    raw = generated.agent_workflow(workflow_id, "Title Generator Agent", INSTRUCTIONS, node, [],
-                                   0)  # fmt: skip
-    _without_memory(raw)
+    raw, workflow = generated.agent_workflow(workflow_id, "Title Generator Agent", node, [], 0)
     chat_input = f"User: {question}\n\nAssistant: {answer}"
-    item = {"json": {"sessionId": run.session_id, "action": "sendMessage", "chatInput": chat_input}}
-    launched = rt.launcher.start(raw, load_workflow(raw), generated.TRIGGER, [item],
+    item = {"json": {"sessionId": run.session_id, "action": "sendMessage", "chatInput": chat_input,
+                     "systemMessage": INSTRUCTIONS}}  # fmt: skip
+    launched = rt.launcher.start(raw, workflow, generated.TRIGGER, [item],
                                  mode="webhook", response_mode="lastNode")  # fmt: skip
     return cleaned(_output(h, launched))
 
@@ -111,8 +109,3 @@ def _output(h, launched) -> str:
                 return output_text(result.output) if result.ok else ""
     finally:
         outcome.close()
-
-
-def _without_memory(raw: dict[str, Any]) -> None:
-    raw["nodes"] = [n for n in raw["nodes"] if n["name"] != generated.MEMORY]
-    raw["connections"].pop(generated.MEMORY, None)

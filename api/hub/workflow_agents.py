@@ -99,11 +99,15 @@ def workflow_agents(rt, user: HubUser) -> list[WorkflowAgent]:
     return sorted(found, key=lambda a: (a.name.lower(), a.workflow.id))
 
 
-def workflow_agent(rt, user: HubUser, workflow_id: str) -> WorkflowAgent:
+def workflow_agent(rt, user: HubUser, workflow_id: str,
+                   stored: str | None | bool = False) -> WorkflowAgent:  # fmt: skip
     """The workflow agent to answer a message: 404 when there is none the user may use, 400
-    naming the rule it breaks."""
+    naming the rule it breaks. `stored`: its JSON as the caller read it (False: read here)."""
     try:
-        raw, workflow = rt.workflows.load(workflow_id)
+        if stored is False:
+            raw, workflow = rt.workflows.load(workflow_id)
+        else:
+            raw, workflow = rt.workflows.parsed(workflow_id, stored or None)
     except (WorkflowNotFound, ValueError):
         raise ApiError(404, "Workflow not found") from None
     if not may_use_workflow_agent(user, raw):

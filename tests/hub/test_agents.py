@@ -131,3 +131,15 @@ def test_models_lists_agents_a_user_may_use_and_the_listed_models(hub_deployment
         "attachments": [],
     })  # fmt: skip
     assert refused.status_code == 404
+
+
+def test_a_personal_agents_workflow_is_one_version_whatever_the_messages(hub_deployment):
+    deploy = hub_deployment
+    owner = HubClient(deploy.base)
+    agent = _agent(owner)
+    model = {"provider": "custom-agent", "agentId": agent["id"]}
+    with owner.push() as push:
+        for text in ("My name is Ada", "What is 6 * 7?"):
+            _reply(owner, push, str(uuid.uuid4()), text, model)
+    pattern = deploy.keys.workflow_snapshot(f"hub-agent-{agent['id']}", "*")
+    assert len(list(deploy.redis.scan_iter(pattern))) == 1  # the date travels in the item
