@@ -78,20 +78,7 @@ class WorkerRuntime:
         # Model streams read in greenlets a stop can interrupt; idle connections looked at with
         # the C library's poll, which never takes a turn of gevent's loop.
         self.models = ModelClients(spawn=spawn, poll=unpatched_poll())
-        # Code nodes' JavaScript, in processes of its own; their answers read in greenlets.
-        self.code = ProcessPool(
-            settings.code_timeout_seconds,
-            settings.code_memory_mb,
-            settings.code_processes,
-            spawn=spawn,
-        )
-        self.services = _services(self.client, self.keys, settings, self.models)
-        self.services.code_runner = self.code
-        self.services.on_model_call = self.metrics.model_call
-        snapshots = WorkflowSnapshots(self.client, self.keys, settings.executions_ttl)
-        self.sub_executions = SubExecutions(self.store, snapshots, send_task)
-        self.services.workflows = self.sub_executions.find
-        self.services.start_workflow = self.sub_executions.start
+        self._lend(settings, send_task)
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         self.stops = Stops(settings.redis_url, self.keys.stop_channel())
@@ -119,6 +106,21 @@ class WorkerRuntime:
             send_task=send_task,
         )
         self._metrics_server: WSGIServer | None = None
+
+    def _lend(self, settings: Settings, send_task) -> None:
+        """What executions are lent (Services): the clients, the Code nodes' pool, sub-workflows."""
+        # Code nodes' JavaScript, in processes of its own; their answers read in greenlets.
+        self.code = ProcessPool(
+            settings.code_timeout_seconds, settings.code_memory_mb, settings.code_processes,
+            spawn=spawn,
+        )  # fmt: skip
+        self.services = _services(self.client, self.keys, settings, self.models)
+        self.services.code_runner = self.code
+        self.services.on_model_call = self.metrics.model_call
+        snapshots = WorkflowSnapshots(self.client, self.keys, settings.executions_ttl)
+        self.sub_executions = SubExecutions(self.store, snapshots, send_task)
+        self.services.workflows = self.sub_executions.find
+        self.services.start_workflow = self.sub_executions.start
 
     def run(self, payload: dict[str, Any]) -> str:
         # Started lazily too: in regular mode nothing calls start_background.

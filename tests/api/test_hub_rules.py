@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.app import create_app
-from api.rest.signin import COOKIE, session_value
+from api.rest.cookie import COOKIE, session_value
 from core.keys import Keys
 from core.settings import Settings
 from tests.api.test_fuzz_bodies import ANY_TEXT, SCALARS, VALUES, _encode

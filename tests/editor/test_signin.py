@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.browser import person
 from tests.e2e.deployment import fresh_ids
 from tests.editor.conftest import API_KEY
 from tests.workflows import REDIS_CHAT, example
@@ -23,7 +24,11 @@ class Browsing:
     requests that failed."""
 
     def __init__(self, browser):
-        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        # A person's user agent: headless Chromium's counts as a bot, whose clicks on approval
+        # links are ignored as n8n ignores them (api/bots.py).
+        self.context = browser.new_context(
+            viewport={"width": 1400, "height": 900}, user_agent=person(browser)
+        )
         self.errors: list[str] = []
         self.failed: list[str] = []
 

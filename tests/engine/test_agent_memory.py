@@ -181,7 +181,9 @@ def test_tool_steps_stream_as_start_and_end_lines_between_begin_and_end(keys):
     chat.say("What is 19 * 23?")
     kinds = [c["type"] for c in chat.chunks]
     assert kinds[:3] == ["begin", "tool-call-start", "tool-call-end"]
-    assert kinds[-1] == "end" and set(kinds[3:-1]) == {"item"}
+    # From Agent 3, the model call after the tool call is a run of its own (n8n's V3): end, begin
+    assert kinds[-1] == "end" and [k for k in kinds[3:-1] if k != "item"] in ([], ["end", "begin"])
+    assert "item" in kinds[3:-1]
     start, end = (c["metadata"] for c in chat.chunks[1:3])
     assert {
         k: start[k] for k in ("nodeName", "toolName", "toolCallId", "toolNode", "toolInput")

@@ -56,7 +56,9 @@ def test_a_personal_agent_answers_with_its_system_prompt_and_the_calculator(
     first = server.requests[before]["body"]
     system = first["messages"][0]
     assert system["role"] == "system" and "> Answer like a pirate." in system["content"]
-    assert [t["function"]["name"] for t in first["tools"]] == ["calculator"]
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        "Calculator"
+    ]  # the node's name, as n8n
     listed = owner.conversation(session)["session"]
     assert listed["agentId"] == openai_agent["id"] and listed["agentName"] == "Pirate GPT"
 
