@@ -66,10 +66,24 @@ def playwright_driver():
 
 @pytest.fixture(scope="session")
 def browser(playwright_driver):
-    """One headless Chromium for every page test; each test opens its own context."""
+    """One headless Chromium for every page test, on a network of its own when this machine
+    allows one (tests/browser_network.py); each test opens its own context."""
+    from tests import browser_network
     from tests.browser import CHROMIUM_ARGS, chromium_path
 
     # Playwright gives every launch a fresh temporary profile (user-data dir).
-    browser = playwright_driver.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-    yield browser
-    browser.close()
+    launch = playwright_driver.chromium.launch
+    if not browser_network.possible():
+        browser = launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+        return
+    network = browser_network.BrowserNetwork(chromium_path())
+    try:
+        browser = launch(
+            executable_path=network.executable, args=CHROMIUM_ARGS, proxy=network.proxy
+        )
+        yield browser
+        browser.close()
+    finally:
+        network.close()
