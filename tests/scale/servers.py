@@ -27,6 +27,7 @@ from tests.e2e.deployment import Deployment, chat_url
 from tests.waiting import wait_until
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+RABBITMQCTL = "/usr/sbin/rabbitmqctl"
 START_TIMEOUT = 60.0
 
 
@@ -112,6 +113,31 @@ class RabbitMQNode:
         )
         return self
 
+    def heartbeat_timeouts(self) -> list[int]:
+        """The heartbeat timeout (seconds, 0 = none) each open AMQP connection negotiated, as
+        the node itself reports them (`rabbitmqctl list_connections timeout`). Debian's
+        rabbitmqctl runs as the rabbitmq user, whose home is not ours: the cookie is given."""
+        cookie = (self.workdir / ".erlang.cookie").read_text().strip()
+        node = self.env["RABBITMQ_NODENAME"]
+        done = subprocess.run(
+            [
+                RABBITMQCTL,
+                "--erlang-cookie",
+                cookie,
+                "-n",
+                node,
+                "-q",
+                "list_connections",
+                "timeout",
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return [int(line) for line in done.stdout.split() if line.isdigit()]
+
     def kill(self) -> None:
         """SIGKILL to the node's whole process group: its connections end with the process."""
         if self.server is not None:
@@ -127,11 +153,11 @@ class RabbitMQNode:
 
 
 @contextlib.contextmanager
-def rabbitmq(workdir: Path) -> Iterator[str]:
-    """A RabbitMQ node of our own, started: its amqp:// URL."""
+def rabbitmq(workdir: Path) -> Iterator[RabbitMQNode]:
+    """A RabbitMQ node of our own, started (its amqp:// URL is `.url`)."""
     node = RabbitMQNode(workdir)
     try:
-        yield node.start().url
+        yield node.start()
     finally:
         node.stop()
 

@@ -21,17 +21,17 @@ ANSWER_437 = "Based on the tools: Calculator returned 437."
 
 
 @pytest.fixture(scope="module")
-def amqp_url(tmp_path_factory):
-    with rabbitmq(tmp_path_factory.mktemp("rabbitmq")) as url:
-        yield url
+def node(tmp_path_factory):
+    with rabbitmq(tmp_path_factory.mktemp("rabbitmq")) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
-def on_rabbitmq(redis_url, amqp_url):
+def on_rabbitmq(redis_url, node):
     """Two workers on their own queues of the RabbitMQ broker, each fed by its own api."""
     with Deployment.routed_pair(
         redis_url,
-        CELERY_BROKER_URL=amqp_url,
+        CELERY_BROKER_URL=node.url,
         MINI_N8N_LEASE_SECONDS=str(LEASE_SECONDS),
         MINI_N8N_KEEPALIVE_SECONDS=str(KEEPALIVE_SECONDS),
     ) as deploy:
@@ -51,19 +51,17 @@ def test_the_437_answer_streams_token_by_token_over_rabbitmq(on_rabbitmq):
     assert record["worker"]["pid"] == on_rabbitmq.worker_a.pid
 
 
-def test_a_task_is_taken_at_once_not_after_a_heartbeat_drain(on_rabbitmq):
+def test_every_connection_to_the_broker_asks_for_no_heartbeats(on_rabbitmq, node):
     """With AMQP heartbeats on, Celery's loop for gevent workers drained its event connection
     for up to 0.1 s after each read: every message waited about that long between its create
-    and its claim. The records' own times (queuedAt by the api, startedAt at the claim), ten
-    messages one after another: their median hop is a few ms."""
+    and its claim (worker/celery_app.py; the wait itself is measured by
+    `python bench/celery_hop.py 200 amqp://…`). So the workers and apis negotiate none, as the
+    node itself reports, after they have served a chat."""
     workflow = on_rabbitmq.activate(fresh_ids(example(SIMPLE_CHAT)))
-    hops = []
-    for i in range(10):
-        reply = stream_chat(chat_url(on_rabbitmq.api_a, workflow), "What is 6 * 7?", f"rmq-hop{i}")
-        assert reply.status == 200
-        record = on_rabbitmq.execution(reply.headers["x-execution-id"])
-        hops.append(record["startedAt"] - record["queuedAt"])
-    assert sorted(hops)[len(hops) // 2] < 25, f"create -> claim (ms): {hops}"
+    reply = stream_chat(chat_url(on_rabbitmq.api_a, workflow), "What is 6 * 7?", "rmq-beat")
+    assert reply.status == 200 and reply.types()[-1] == "end"
+    timeouts = node.heartbeat_timeouts()
+    assert timeouts and set(timeouts) == {0}, timeouts
 
 
 def test_redis_memory_follows_the_conversation_across_workers_over_rabbitmq(on_rabbitmq):
