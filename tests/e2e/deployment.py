@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +225,34 @@ def _wait_http(url: str, proc: Process) -> None:
         wait_until(answers, START_TIMEOUT, f"{proc.name} to answer {url}")
     except AssertionError:
         raise RuntimeError(f"{proc.name} did not answer {url}:\n{proc.output()}") from None
+
+
+WORKER_LOSS = (
+    "The worker running this execution died (its process is gone).",
+    "The worker running this execution was lost (it stopped renewing its lease).",
+)
+
+
+def kill_worker_mid_stream(deploy: Deployment, workflow: dict, session: str) -> ChatReply:
+    """Send a message to a worker of its own and SIGKILL that worker at the first token: the
+    stream must end with a worker-loss error line and the record say crashed. How soon is
+    printed (tests/e2e/test_worker_loss.py shows which of the two paths ends it; the time is a
+    figure of bench/worker_loss.py). Returns the reply."""
+    queue = f"{deploy.keys.prefix}qv"
+    victim = deploy.start_worker(queue=queue)
+    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
+    killed_at: list[float] = []
+
+    def on_chunk(chunk):
+        if chunk["type"] == "item" and not killed_at:
+            victim.proc.send_signal(signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", session, on_chunk=on_chunk)
+    assert killed_at, "the stream never started"
+    assert reply.chunks[-1]["type"] == "error"
+    assert reply.chunks[-1]["content"] in WORKER_LOSS, reply.chunks[-1]
+    print(f"\nSIGKILL -> error line: {reply.ended_at - killed_at[0]:.2f} s, {reply.chunks[-1]}")
+    record = deploy.execution(reply.headers["x-execution-id"])
+    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
+    return reply

@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,6 @@ import redis
 
 from mini_n8n.redis_server import free_port, valkey_server_path
 from tests.e2e.client import ChatReply, stream_chat
-from tests.e2e.deployment import Deployment, chat_url
 from tests.waiting import wait_until
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
@@ -319,30 +317,6 @@ def valkey_cluster(workdir: Path) -> Iterator[ValkeyCluster]:
         yield cluster.start()
     finally:
         cluster.stop()
-
-
-def kill_worker_mid_stream(deploy: Deployment, workflow: dict, session: str, bound: float):
-    """Send a message to a worker of its own and SIGKILL that worker at the first token: the
-    stream must end with an error line naming the worker within `bound` seconds, and the record
-    say crashed. Returns the reply."""
-    queue = f"{deploy.keys.prefix}qv"
-    victim = deploy.start_worker(queue=queue)
-    api = deploy.start_api(MINI_N8N_TASK_QUEUE=queue)
-    killed_at: list[float] = []
-
-    def on_chunk(chunk):
-        if chunk["type"] == "item" and not killed_at:
-            victim.proc.send_signal(signal.SIGKILL)
-            killed_at.append(time.monotonic())
-
-    reply = stream_chat(chat_url(api, workflow), "What is 19 * 23?", session, on_chunk=on_chunk)
-    assert killed_at, "the stream never started"
-    assert reply.chunks[-1]["type"] == "error"
-    assert "worker" in reply.chunks[-1]["content"].lower()
-    assert reply.ended_at - killed_at[0] < bound
-    record = deploy.execution(reply.headers["x-execution-id"])
-    assert record["status"] == "crashed" and record["worker"]["pid"] == victim.pid
-    return reply
 
 
 def two_hundred_exact_streams(url_of, session_prefix: str) -> list[ChatReply]:
