@@ -27,7 +27,9 @@ from tests.e2e.deployment import chat_url, fresh_ids
 from tests.waiting import wait_until
 from tests.workflows import node
 
-EXPORT_13 = Path(__file__).resolve().parents[2] / "examples" / "n8n-exports" / "chat-nodes-1-3.json"
+EXPORTS = Path(__file__).resolve().parents[2] / "examples" / "n8n-exports"
+EXPORT_13 = EXPORTS / "chat-nodes-1-3.json"
+APPROVAL_IF = EXPORTS / "chat-approval-if.json"
 WIDGET = os.environ.get("MINI_N8N_N8N_CHAT_PACKAGE", "@n8n/chat@1.37.0")
 HOST_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><link rel="icon" href="data:,">
@@ -207,6 +209,46 @@ def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
         10,
         "the conversation's execution to succeed",
     )
+
+
+@pytest.mark.parametrize(
+    ("button", "answer"),
+    [("Yes", "Done: restart the server."), ("No", "Cancelled, nothing was done.")],
+)
+def test_n8n_s_approval_export_answers_each_button_in_its_branch_in_the_n8n_chat_widget(
+    chat_deployment, widget_site, page, button, answer
+):
+    """n8n's approval export (Chat node approval -> If -> a Chat node per branch), unchanged
+    but for the origin it allows: the widget shows the two buttons, and a click on either ends
+    in that branch's message, as on n8n (tests/chat/test_approval_if.py has the frames)."""
+    workflow = fresh_ids(json.loads(APPROVAL_IF.read_text())[0])
+    workflow["nodes"][0]["parameters"]["options"]["allowedOrigins"] = widget_site
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    box = page.locator('[data-test-id="chat-input"]')
+    box.fill("restart the server")
+    box.press("Enter")
+    question = page.locator(".chat-message-from-bot", has_text="Shall I restart the server?")
+    question.wait_for()
+    buttons = question.locator("button")
+    assert [t.strip() for t in buttons.all_inner_texts()] == ["Yes", "No"]
+    buttons.filter(has_text=button).click()
+    page.locator(".chat-message-from-bot", has_text=answer).wait_for()
+    bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
+    assert bots[-1] == answer and "Done: " not in bots[-2] and "Cancelled" not in bots[-2]
+    runs = chat_deployment.redis.zrange(
+        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
+    )
+    assert len(runs) == 1
+    wait_until(
+        lambda: chat_deployment.execution(runs[0])["status"] == "success",
+        10,
+        "the conversation's execution to succeed",
+    )
+    branch = {"Yes": "Approved", "No": "Declined"}[button]
+    other = {"Approved": "Declined", "Declined": "Approved"}[branch]
+    run_data = chat_deployment.execution(runs[0])["runData"]
+    assert branch in run_data and other not in run_data
 
 
 def test_the_n8n_chat_widget_shows_the_same_answer_with_tool_step_lines_in_the_stream(
