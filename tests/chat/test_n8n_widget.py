@@ -234,6 +234,7 @@ def test_n8n_s_approval_export_answers_each_button_in_its_branch_in_the_n8n_chat
     assert [t.strip() for t in buttons.all_inner_texts()] == ["Yes", "No"]
     buttons.filter(has_text=button).click()
     page.locator(".chat-message-from-bot", has_text=answer).wait_for()
+    page.locator(".chat-message-typing").wait_for(state="detached")  # a bot bubble too, empty
     bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
     assert bots[-1] == answer and "Done: " not in bots[-2] and "Cancelled" not in bots[-2]
     runs = chat_deployment.redis.zrange(
