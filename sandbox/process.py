@@ -1,10 +1,17 @@
 """One process that runs Code nodes' JavaScript (sandbox/server.py), and the reader of its
 answers: what sandbox/pool.py keeps warm in each of its slots. Its CPU time and its memory are
-read from /proc: they belong to the one task it runs."""
+read from /proc: they belong to the one task it runs.
+
+A child dies with the thread that forked it (sandbox/server.py asks for PR_SET_PDEATHSIG), so
+it is forked only from a thread that lives as long as this process: the main thread (every
+greenlet of a gevent worker or api runs on it, so there each child is forked by its caller),
+else one spawner thread kept for the purpose (Celery's threads pool, a test's thread): a warm
+child must outlive the caller's thread that first needed it."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import subprocess
@@ -12,6 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 Spawn = Callable[[Callable[[], None]], object]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -31,13 +39,18 @@ class SandboxProcess:
         self.memory_mb = memory_mb
         # Read only once the process died (V8's last words): a file, so nothing must drain it.
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.server", "--memory-mb", str(memory_mb)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            env=_child_environment(),
-            close_fds=True,
+        argv = [sys.executable, "-m", "sandbox.server", "--memory-mb", str(memory_mb),
+                "--parent-pid", str(os.getpid())]  # fmt: skip
+        self.proc = fork_from_a_lasting_thread(
+            functools.partial(
+                subprocess.Popen,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                env=_child_environment(),
+                close_fds=True,
+            )
         )
         self.answers: queue.Queue[bytes | None] = queue.Queue()
         self.idle_rss = 0
@@ -89,6 +102,45 @@ class SandboxProcess:
             self.stderr.seek(max(0, size - STDERR_TAIL))
             return self.stderr.read().decode("utf-8", "replace").strip()
         return ""
+
+
+def fork_from_a_lasting_thread(start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """`start()` on the main thread, or on the spawner thread when called from another one."""
+    if threading.get_native_id() == os.getpid():  # the main thread (a greenlet's, under gevent)
+        return start()
+    return _SPAWNER.run(start)
+
+
+class _Spawner:
+    """One daemon thread, started on first use, that forks for the threads that are not main.
+    Not for gevent's greenlets (they all run on the main thread, which forks itself)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.Queue[tuple[Callable[[], subprocess.Popen], Future]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="code-sandbox-spawner", daemon=True
+                )
+                self._thread.start()
+        done: Future[subprocess.Popen] = Future()
+        self._requests.put((start, done))
+        return done.result()
+
+    def _loop(self) -> None:
+        while True:
+            start, done = self._requests.get()
+            try:
+                done.set_result(start())
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, who raises it
+                done.set_exception(err)
+
+
+_SPAWNER = _Spawner()
 
 
 def _child_environment() -> dict[str, str]:

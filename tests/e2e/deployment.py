@@ -194,6 +194,17 @@ def on_its_own_redis(**env: str) -> Iterator[Deployment]:
         deploy.server.stop()  # the one running now: a test may have started another
 
 
+def restart_redis(server: EmbeddedRedis, *, empty: bool = False) -> EmbeddedRedis:
+    """`server` stopped and started again on its port: with its append-only file, or empty."""
+    port, data_dir = server.port, server.data_dir
+    server.stop()
+    if empty and data_dir:
+        for path in Path(data_dir).rglob("*"):
+            if path.is_file():
+                path.unlink()
+    return EmbeddedRedis(port=port, data_dir=data_dir).start()
+
+
 def fresh_ids(workflow: dict) -> dict:
     """A copy with a new workflow id and webhook ids, so tests never share a URL."""
     workflow = copy.deepcopy(workflow)

@@ -16,7 +16,7 @@ from core.liveness import lost_within
 from mini_n8n.redis_server import EmbeddedRedis
 from tests.e2e import connections
 from tests.e2e.checker import Checker
-from tests.e2e.deployment import Deployment, Process
+from tests.e2e.deployment import Deployment, Process, restart_redis
 from tests.e2e.scene import ask_then_answer, streaming_chat
 from tests.waiting import wait_until
 
@@ -69,13 +69,7 @@ class Testbed:
 
     def restart_redis(self, *, empty: bool = False) -> None:
         """Stop Redis and start it again on its port: with its append-only file, or empty."""
-        port, data_dir = self.server.port, self.server.data_dir
-        self.server.stop()
-        if empty and data_dir:
-            for path in Path(data_dir).rglob("*"):
-                if path.is_file():
-                    path.unlink()
-        self.server = EmbeddedRedis(port=port, data_dir=data_dir).start()
+        self.server = restart_redis(self.server, empty=empty)
 
     def reimport(self) -> None:
         """The workflows saved and activated again (after Redis lost them)."""

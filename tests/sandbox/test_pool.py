@@ -16,6 +16,7 @@ import pytest
 
 from core.code_task import CodeTask
 from sandbox.pool import ProcessPool
+from sandbox.server import ORPHANED_EXIT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,6 +141,34 @@ def test_a_process_that_died_while_idle_is_replaced(pool):
     idle.proc.kill()
     idle.proc.wait()
     assert pool.run(task("return [{json: {fresh: true}}]")).result == [{"json": {"fresh": True}}]
+
+
+def test_a_child_whose_parent_is_not_the_one_that_started_it_exits_at_once():
+    """The race PR_SET_PDEATHSIG cannot see: the parent died before the child asked, and the
+    child was handed to another (here: it names pid 1, which is not its parent)."""
+    child = subprocess.run(
+        [sys.executable, "-m", "sandbox.server", "--parent-pid", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,  # held open: an idle child would wait on it
+        capture_output=True,
+        timeout=60,
+    )
+    assert (child.returncode, child.stdout) == (ORPHANED_EXIT, b"")
+
+
+def test_a_warm_process_outlives_the_thread_that_first_needed_it(roomy_pool):
+    """A child is killed when the thread that forked it ends (PR_SET_PDEATHSIG): a caller's
+    short-lived thread does not fork it, the pool's lasting spawner thread does."""
+    pool = roomy_pool
+    first = []
+    caller = threading.Thread(target=lambda: first.append(pool.run(task("return []"))))
+    caller.start()
+    caller.join()
+    (warm,) = pool._idle.queue
+    again = pool.run(task("return [{json: {again: true}}]"))
+    assert (first[0].status, again.result) == ("ok", [{"json": {"again": True}}])
+    assert (pool.restarts, warm.alive()) == (0, True)
 
 
 def test_the_child_gets_none_of_the_workers_secrets(monkeypatch):
