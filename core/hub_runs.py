@@ -19,9 +19,16 @@ from core.hub_records import HubRun
 from core.keys import Keys
 from core.redis_clients import script
 
-# KEYS: lease. ARGV: token, ms. Renew only one's own lease.
+# KEYS: lease. ARGV: token, ms. Renew only one's own lease; one that ran out while nobody took
+# it is taken again: Redis paused or restarted past the lease while its relay went on, and no
+# other process relays the reply unless asked (a reconnect, a read), which may never come.
 _RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local held = redis.call('GET', KEYS[1])
+if held == false and ARGV[1] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if held ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
@@ -75,6 +82,8 @@ class RunStore:
         return token if taken else None
 
     def renew(self, execution_id: str, token: str) -> bool:
+        """Whether this process still relays it: its lease renewed, or taken again if it ran
+        out with nobody else taking it."""
         return bool(self._renew(keys=[self.keys.hub_relay(execution_id)],
                                 args=[token, self.lease_ms]))  # fmt: skip
 

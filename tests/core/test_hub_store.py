@@ -8,6 +8,7 @@ import json
 import pytest
 
 from core.hub_records import AI, HUMAN, HubMessage, HubSession, MessageStatus, branch
+from core.hub_runs import RunStore
 from core.hub_settings import HubSettings
 from core.hub_store import ConversationStore, HubLimit, IdTaken, MemoryWrite
 from core.hub_stream import HubEvents, TooLong
@@ -159,3 +160,20 @@ def test_branch_walks_from_a_message_to_the_root():
                               _message("h2", "s", "a1"), _message("h2b", "s", "a1"))}  # fmt: skip
     assert [m.id for m in branch(tree, "h2b")] == ["h1", "a1", "h2b"]
     assert branch(tree, None) == [] and branch(tree, "gone") == []
+
+
+def test_a_relays_lease_that_ran_out_unclaimed_is_taken_again_by_its_holder_never_from_another(
+    redis_client, keys
+):
+    """Redis paused or restarted past the lease while the relay went on: it keeps relaying (no
+    other process takes a reply over unless asked). One another process took stays that one's."""
+    runs = RunStore(redis_client, keys, ttl_seconds=60, lease_ms=3000)
+    mine = runs.take("e1")
+    assert mine and runs.take("e1") is None and runs.renew("e1", mine)
+    redis_client.delete(keys.hub_relay("e1"))  # ran out
+    assert runs.renew("e1", mine) and runs.take("e1") is None
+    redis_client.delete(keys.hub_relay("e1"))
+    theirs = runs.take("e1")
+    assert theirs and not runs.renew("e1", mine) and runs.renew("e1", theirs)
+    runs.release("e1", theirs)
+    assert not runs.renew("e1", "")  # no lease at all never takes one

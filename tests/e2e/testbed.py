@@ -44,9 +44,11 @@ SETTINGS = {
 class Testbed:
     __test__ = False  # not a test class, for pytest
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, deployment: type[Deployment] = Deployment):
+        """`deployment`: what starts its processes (tests/hub's starts an api that knows the
+        hub's test users)."""
         self.server = EmbeddedRedis(data_dir=str(data_dir)).start()
-        self.deploy = Deployment(self.server.url, **SETTINGS)
+        self.deploy = deployment(self.server.url, **SETTINGS)
         self.base = self.deploy.start_api()
         self.workers = [self.deploy.start_worker(), self.deploy.start_worker()]
         self.chat = self.deploy.activate(streaming_chat())
