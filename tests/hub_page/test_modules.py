@@ -111,3 +111,41 @@ def test_events_apply_once_in_order_and_a_gap_asks_for_what_was_missed(page):
     found = page.evaluate(EVENTS)
     assert found == {"before": "You ", "asked": [4], "text": "You said: hi", "status": "success",
                      "last": 7}  # fmt: skip
+
+
+GONE = """async () => {
+    const { Conversation } = await import('/static/hub/conversation.js');
+    const ev = (n, type, data = {}) => ({ type, data: { sessionId: 's', sequenceNumber: n, ...data } });
+    let asked = 0, timers = 0;
+    const api = {
+        reconnect: async () => {
+            asked += 1;
+            throw Object.assign(new Error('Chat session not found'), { status: 404 });
+        },
+    };
+    const c = new Conversation(api, 's', { fresh: true });
+    c.receive(ev(1, 'chatHubExecutionBegin'));
+    c.receive(ev(2, 'chatHubStreamBegin', { messageId: 'a', previousMessageId: null, timestamp: 2 }));
+    let retried;
+    const gone = new Promise((resolve) => c.addEventListener('gone', () => resolve(true)));
+    const retry = new Promise((resolve) => { retried = resolve; });
+    const setTimeout = window.setTimeout;
+    window.setTimeout = (fn, ms) => { timers += 1; retried(false); return setTimeout(fn, ms); };
+    let told;
+    try {
+        c.receive(ev(5, 'chatHubStreamChunk', { messageId: 'a', content: 'lost' }));  // a gap
+        told = await Promise.race([gone, retry]);  // told, or a retry scheduled instead
+    } finally {
+        window.setTimeout = setTimeout;
+    }
+    return { told, asked, timers, running: c.running, held: c.held, live: c.live.size };
+}"""
+
+
+def test_a_catch_up_answered_not_found_says_the_conversation_is_gone_and_asks_no_more(page):
+    """After Redis came back empty (or the conversation was deleted elsewhere) the server answers
+    the catch-up 404: the page is told once and schedules no retry, where it used to ask again
+    every second and show the answer as still being written."""
+    found = page.evaluate(GONE)
+    assert found == {"told": True, "asked": 1, "timers": 0, "running": False, "held": None,
+                     "live": 0}  # fmt: skip

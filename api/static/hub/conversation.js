@@ -11,6 +11,8 @@
 // rebuilt from its chunks, so none is shown twice, and the events held while reading follow.
 // When an execution ends, the conversation is read again, as n8n's page does: what the server
 // wrote without an event (a question answered, a whole last-node answer) shows then.
+// A catch-up answered 404 means the conversation is gone (deleted, or Redis came back empty):
+// the page is told ("gone") and asks no more, rather than show an answer forever being written.
 
 import { fromDto, isRunning } from "./message.js";
 import { MessageTree } from "./tree.js";
@@ -19,7 +21,7 @@ export const NEW_CHAT = "New Chat";
 const RETRY_MS = 1000; // a failed catch-up asks again after this
 
 export class Conversation extends EventTarget {
-  // Events: "change" (detail.messageId alone: only that message's text grew).
+  // Events: "change" (detail.messageId alone: only that message's text grew), "gone".
   constructor(api, id, { fresh = false } = {}) {
     super();
     this.api = api;
@@ -80,7 +82,8 @@ export class Conversation extends EventTarget {
     let caught;
     try {
       caught = await this.api.reconnect(this.id, this.lastSequence);
-    } catch {
+    } catch (err) {
+      if (err.status === 404) return this.lose();
       setTimeout(() => this.catchUp(), RETRY_MS); // still holding what came meanwhile
       return;
     } finally {
@@ -90,6 +93,14 @@ export class Conversation extends EventTarget {
       if (event.data.sequenceNumber > this.lastSequence) this.applyNumbered(event);
     }
     this.release();
+  }
+
+  // The server no longer has it: nothing is held, running or being written any more.
+  lose() {
+    this.held = null;
+    this.running = false;
+    this.live.clear();
+    this.dispatchEvent(new CustomEvent("gone"));
   }
 
   // Applies the events held, in order; a gap left after them asks again.

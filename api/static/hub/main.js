@@ -60,6 +60,8 @@ function go(id) {
   return route();
 }
 
+const NOT_FOUND = "That conversation is not yours, or it was deleted.";
+
 async function route() {
   const id = location.pathname.slice(HUB.length + 1);
   if (!isUuid(id)) return show(new Conversation(api, uuid(), { fresh: true }));
@@ -69,7 +71,7 @@ async function route() {
     await opening.load();
   } catch (err) {
     if (conversation !== opening) return;
-    showError(err.status === 404 ? new Error("That conversation is not yours, or it was deleted.") : err);
+    showError(err.status === 404 ? new Error(NOT_FOUND) : err);
     return go(null);
   }
   if (conversation === opening && opening.session) picker.showSession(opening.session);
@@ -79,6 +81,11 @@ async function route() {
 function show(next) {
   conversation = next;
   next.addEventListener("change", (e) => conversation === next && render(e.detail.messageId));
+  next.addEventListener("gone", () => {
+    if (conversation !== next) return;
+    showError(new Error(NOT_FOUND));
+    go(null);
+  });
   thread.editing = null;
   list.setActive(next.fresh ? null : next.id);
   render();
