@@ -104,8 +104,6 @@ def test_killing_the_api_container_relaying_a_reply_loses_nothing_for_a_reconnec
                               "the api container whose log names the reply")  # fmt: skip
         d.podman("kill", relaying)
         seen = list(first.of(session))  # the tab loses its connection here (or its api did)
-    print(f"\nkilled {relaying} after {len(seen)} events; the first push stream was on it: "
-          f"{first.ended.is_set()} ({first.error!r})")  # fmt: skip
     assert "chatHubStreamEnd" not in [e["type"] for e in seen], "the reply ended before the kill"
     last_seen = seen[-1]["data"]["sequenceNumber"]
 
@@ -135,3 +133,6 @@ def test_killing_the_api_container_relaying_a_reply_loses_nothing_for_a_reconnec
     answer = client.messages(session)[-1]
     assert answer["previousMessageId"] == again and answer["status"] == "success"
     assert text_of(answer) == "You said: thanks"
+    # Either way round: the tab's push stream was on the killed api (lost) or on the other.
+    where = "was lost with it" if first.error else "was on the other api"
+    print(f"\nkilled {relaying} after {len(seen)} events; the first push stream {where}")
