@@ -21,6 +21,14 @@ from core.stops import request_stop
 STREAMING = {"data": {"status": "streaming"}}
 
 
+def streaming(execution_id: str) -> Response:
+    """n8n's answer, and the execution that replies: the access log (api/access_log.py) names
+    it on this request's line, so the process that relays a reply can be told."""
+    response = jsonify(STREAMING)
+    response.headers["X-Execution-Id"] = execution_id
+    return response
+
+
 @bp.post("/conversations/send")
 def send():
     h, user = hub(), current_user()
@@ -49,9 +57,9 @@ def send():
                           req.files)  # fmt: skip
     session.last_message_at = human.created_at
     first = req.previous_message_id is None and session.title == NEW_CHAT
-    start(h, user, Turn(session, answers, human, req.files, {**messages, human.id: human},
-                        title_after=first, new_session=new, announce="created"))  # fmt: skip
-    return jsonify(STREAMING)
+    turn = Turn(session, answers, human, req.files, {**messages, human.id: human},
+                title_after=first, new_session=new, announce="created")  # fmt: skip
+    return streaming(start(h, user, turn))
 
 
 @bp.post("/conversations/<session_id>/messages/<message_id>/edit")
@@ -72,9 +80,8 @@ def edit(session_id: str, message_id: str):
                           files)  # fmt: skip
     human.revision_of_message_id = old.revision_of_message_id or old.id
     session.last_message_at = human.created_at
-    start(h, user, Turn(session, answers, human, files, {**messages, human.id: human},
-                        announce="edited"))  # fmt: skip
-    return jsonify(STREAMING)
+    turn = Turn(session, answers, human, files, {**messages, human.id: human}, announce="edited")
+    return streaming(start(h, user, turn))
 
 
 @bp.post("/conversations/<session_id>/messages/<message_id>/regenerate")
@@ -93,8 +100,8 @@ def regenerate(session_id: str, message_id: str):
     attachments.check(files, answers.file_types, h.rt.settings)
     apply_responder(session, answers)
     retry_of = old.retry_of_message_id or old.id
-    start(h, user, Turn(session, answers, human, files, messages, retry_of=retry_of))
-    return jsonify(STREAMING)
+    turn = Turn(session, answers, human, files, messages, retry_of=retry_of)
+    return streaming(start(h, user, turn))
 
 
 @bp.post("/conversations/<session_id>/messages/<message_id>/stop")

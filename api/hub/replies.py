@@ -60,11 +60,12 @@ def human_message(session: HubSession, user: HubUser, message_id: str, text: str
     )  # fmt: skip
 
 
-def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
+def start(h: HubRuntime, user: HubUser, turn: Turn) -> str:
     """Claim the conversation's running reply (409 when it has one), with the memory written
     from the branch shown; begin the execution that answers `turn.human`; then store and
     announce what the turn adds (the conversation, the human message, the claim handed to the
-    execution, the run) in one round trip while a worker takes it; and relay it."""
+    execution, the run) in one round trip while a worker takes it; and relay it. The
+    execution's id."""
     parent = turn.messages.get(turn.human.previous_message_id or "")
     waiting = follow.waiting_run(h, parent) if turn.retry_of is None else None
     memory = [] if waiting is not None else _memory(h, turn)
@@ -91,6 +92,7 @@ def start(h: HubRuntime, user: HubUser, turn: Turn) -> None:
         time.sleep(0)  # the relay reads from now on, not once this request is answered
     finally:
         h.conversations.release(turn.session.id, turn.claim)  # nothing, once handed over
+    return run.execution_id
 
 
 def _memory(h: HubRuntime, turn: Turn) -> list[MemoryWrite]:

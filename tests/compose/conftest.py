@@ -3,8 +3,9 @@
 
 Building (with a cold cache debootstrap and wheel downloads, then always `docker-compose build`
 from an empty image store) is a step of its own, not part of any test. pytest_runtest_protocol
-below runs it once, right before the first test that uses the `deployment` fixture, with its own
-deadline (harness.BUILD_SECONDS, 15 min; MINI_N8N_COMPOSE_BUILD_SECONDS changes it). It wraps
+below runs it right before the first test of each module that uses the `deployment` fixture
+(each module gets a deployment of its own, torn down after it), with its own deadline
+(harness.BUILD_SECONDS, 15 min; MINI_N8N_COMPOSE_BUILD_SECONDS changes it). It wraps
 pytest-timeout's own hook from outside (tryfirst), so the per-test bound (pyproject: 120 s) is
 not running yet and can neither count the build nor kill it midway. The tests then find the
 deployment built, or skip with the reason it cannot be built here, or fail with the reason its
@@ -38,10 +39,16 @@ def pytest_runtest_protocol(item, nextitem):
     if (
         item.path.is_relative_to(HERE)
         and "deployment" in getattr(item, "fixturenames", ())
-        and BUILD not in item.config.stash
+        and _needs_build(item.config.stash)
     ):
         item.config.stash[BUILD] = build_step(item.config)
     return (yield)
+
+
+def _needs_build(stash) -> bool:
+    """None built yet, or the one built was torn down after its module (a failed build or one
+    that cannot run here is not tried again: the next module finds its reason)."""
+    return BUILD not in stash or bool(stash[BUILD].get("closed"))
 
 
 def build_step(config) -> dict:
@@ -76,7 +83,7 @@ def close(state: dict) -> None:
     d = state.pop("deployment", None)
     if d is None:
         return
-    state["error"] = "the deployment was torn down after the tests of its module"
+    state["closed"] = True  # the next module's first test builds another
     if os.environ.get("MINI_N8N_COMPOSE_KEEP"):  # debugging: leave it all running
         print(f"\nkept: DOCKER_HOST={d.env['DOCKER_HOST']} in {d.run_dir}")
     else:
@@ -98,6 +105,8 @@ def deployment(request):
     state = request.config.stash.get(BUILD, None)
     if state is None:
         pytest.fail("the compose build step did not run (pytest_runtest_protocol in conftest.py)")
+    if state.get("closed"):
+        pytest.fail("the deployment was torn down after the tests of another module")
     if "skip" in state:
         pytest.skip(state["skip"])
     if "error" in state:

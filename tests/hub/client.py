@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from api.rest.cookie import COOKIE
 from tests.hub.identity_app import HEADER
 
 MOCK = {"provider": "mock", "model": "mock"}
@@ -35,6 +36,8 @@ class Push:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.opened = threading.Event()
+        self.ended = threading.Event()  # the stream closed, or its connection was lost
+        self.error: Exception | None = None  # how it was lost (an api process that died)
         self._seen = threading.Condition()
 
     def add(self, event: dict[str, Any]) -> None:
@@ -76,9 +79,12 @@ class Push:
 
 
 class HubClient:
-    def __init__(self, base: str, user: str | None = None):
+    def __init__(self, base: str, user: str | None = None, headers: dict[str, str] | None = None):
+        """`user`: the test user of tests/hub/identity_app.py; `headers`: what else every
+        request carries (a session cookie: `signed_in`)."""
         self.base = base
         self.headers = {HEADER: user} if user else {}
+        self.headers.update(headers or {})
         self.http = httpx.Client(base_url=f"{base}/rest/chat", headers=self.headers, timeout=30)
 
     def post(self, path: str, body: Any = None) -> httpx.Response:
@@ -112,14 +118,19 @@ class HubClient:
         stop = threading.Event()
 
         def read() -> None:
-            with httpx.stream("GET", f"{self.base}/rest/chat/push", headers=self.headers,
-                              timeout=httpx.Timeout(30, read=None)) as answer:  # fmt: skip
-                push.opened.set()
-                for line in answer.iter_lines():
-                    if stop.is_set():
-                        return
-                    if line.startswith("data: "):
-                        push.add(json.loads(line[6:]))
+            try:
+                with httpx.stream("GET", f"{self.base}/rest/chat/push", headers=self.headers,
+                                  timeout=httpx.Timeout(30, read=None)) as answer:  # fmt: skip
+                    push.opened.set()
+                    for line in answer.iter_lines():
+                        if stop.is_set():
+                            return
+                        if line.startswith("data: "):
+                            push.add(json.loads(line[6:]))
+            except httpx.HTTPError as err:
+                push.error = err
+            finally:
+                push.ended.set()
 
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
@@ -128,6 +139,17 @@ class HubClient:
             yield push
         finally:
             stop.set()
+
+
+def signed_in(base: str, email: str, password: str) -> HubClient:
+    """A client signed in as a person, as the hub's page is: `POST /rest/login`, then the
+    session cookie on every request with the browser's `Sec-Fetch-Site: same-origin`, without
+    which the cookie counts for nothing (api/rest/cookie.py)."""
+    same_origin = {"Sec-Fetch-Site": "same-origin"}
+    answer = httpx.post(f"{base}/rest/login", headers=same_origin, timeout=30,
+                        json={"emailOrLdapLoginId": email, "password": password})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    return HubClient(base, headers={**same_origin, "Cookie": f"{COOKIE}={answer.cookies[COOKIE]}"})
 
 
 def text_of(message: dict) -> str:
