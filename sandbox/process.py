@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 
 Spawn = Callable[[Callable[[], None]], object]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -108,39 +108,12 @@ def fork_from_a_lasting_thread(start: Callable[[], subprocess.Popen]) -> subproc
     """`start()` on the main thread, or on the spawner thread when called from another one."""
     if threading.get_native_id() == os.getpid():  # the main thread (a greenlet's, under gevent)
         return start()
-    return _SPAWNER.run(start)
+    return _SPAWNER.submit(start).result()
 
 
-class _Spawner:
-    """One daemon thread, started on first use, that forks for the threads that are not main.
-    Not for gevent's greenlets (they all run on the main thread, which forks itself)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._requests: queue.Queue[tuple[Callable[[], subprocess.Popen], Future]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-
-    def run(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="code-sandbox-spawner", daemon=True
-                )
-                self._thread.start()
-        done: Future[subprocess.Popen] = Future()
-        self._requests.put((start, done))
-        return done.result()
-
-    def _loop(self) -> None:
-        while True:
-            start, done = self._requests.get()
-            try:
-                done.set_result(start())
-            except BaseException as err:  # noqa: BLE001 - handed to the caller, who raises it
-                done.set_exception(err)
-
-
-_SPAWNER = _Spawner()
+# One thread, started on first use and kept until the interpreter exits, that forks for the
+# threads that are not main. Not for gevent's greenlets (they all run on the main thread).
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="code-sandbox-spawner")
 
 
 def _child_environment() -> dict[str, str]:

@@ -101,6 +101,23 @@ def workflow(name: str, nodes: list[dict], chain: list[str],
             "connections": connections, "settings": {"executionOrder": "v1"}}  # fmt: skip
 
 
+def answer_wait_answer(name: str, seconds: float) -> dict:
+    """A streaming chat: an Agent answers, a Wait node waits `seconds`, another Agent answers
+    ("You said: <message> again"); one mock model serves both Agents."""
+    again = f"={{{{ $('{CHAT}').item.json.chatInput }}}} again"
+    flow = workflow(
+        name,
+        [chat_trigger("streaming"), agent("Before"), wait_seconds("Wait", seconds),
+         agent("After", promptType="define", text=again), mock_model()],
+        [CHAT, "Before", "Wait", "After"],
+        [(MOCK, "ai_languageModel", "Before")],
+    )  # fmt: skip
+    flow["connections"][MOCK]["ai_languageModel"][0].append(
+        {"node": "After", "type": "ai_languageModel", "index": 0}
+    )
+    return flow
+
+
 def greeter() -> dict:
     """A sub-workflow: declared inputs `name` (string) and `age` (number), and a greeting."""
     return workflow(

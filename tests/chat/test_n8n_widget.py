@@ -70,6 +70,18 @@ def _packed_dist(folder: Path) -> Path:
     return folder / "package" / "dist"
 
 
+def _the_one_run_succeeds(deployment, workflow: dict) -> str:
+    """The conversation was one execution, and it ends in success: its id."""
+    runs = deployment.redis.zrange(deployment.keys.workflow_executions(workflow["id"]), 0, -1)
+    assert len(runs) == 1
+    wait_until(
+        lambda: deployment.execution(runs[0])["status"] == "success",
+        10,
+        "the conversation's execution to succeed",
+    )
+    return runs[0]
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     extensions_map = {
         **http.server.SimpleHTTPRequestHandler.extensions_map,
@@ -160,15 +172,7 @@ def test_the_n8n_chat_widget_holds_a_conversation_with_chat_nodes_over_the_webso
     page.locator(".chat-message-typing").wait_for(state="detached")
     bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
     assert bots == ["Hello from the widget", FIRST, "Nice to meet you, Ada!"]
-    runs = chat_deployment.redis.zrange(
-        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
-    )
-    assert len(runs) == 1
-    wait_until(
-        lambda: chat_deployment.execution(runs[0])["status"] == "success",
-        10,
-        "the conversation's execution to succeed",
-    )
+    _the_one_run_succeeds(chat_deployment, workflow)
 
 
 def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
@@ -200,15 +204,7 @@ def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
     assert bots[3].startswith("Shall I remember Ada?")
     assert bots[4] == "Remembered Ada."
     assert [t.strip() for t in question.locator("button").all_inner_texts()] == ["Yes"]
-    runs = chat_deployment.redis.zrange(
-        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
-    )
-    assert len(runs) == 1
-    wait_until(
-        lambda: chat_deployment.execution(runs[0])["status"] == "success",
-        10,
-        "the conversation's execution to succeed",
-    )
+    _the_one_run_succeeds(chat_deployment, workflow)
 
 
 @pytest.mark.parametrize(
@@ -237,18 +233,10 @@ def test_n8n_s_approval_export_answers_each_button_in_its_branch_in_the_n8n_chat
     page.locator(".chat-message-typing").wait_for(state="detached")  # a bot bubble too, empty
     bots = [t.strip() for t in page.locator(".chat-message-from-bot").all_inner_texts()]
     assert bots[-1] == answer and "Done: " not in bots[-2] and "Cancelled" not in bots[-2]
-    runs = chat_deployment.redis.zrange(
-        chat_deployment.keys.workflow_executions(workflow["id"]), 0, -1
-    )
-    assert len(runs) == 1
-    wait_until(
-        lambda: chat_deployment.execution(runs[0])["status"] == "success",
-        10,
-        "the conversation's execution to succeed",
-    )
+    run = _the_one_run_succeeds(chat_deployment, workflow)
     branch = {"Yes": "Approved", "No": "Declined"}[button]
     other = {"Approved": "Declined", "Declined": "Approved"}[branch]
-    run_data = chat_deployment.execution(runs[0])["runData"]
+    run_data = chat_deployment.execution(run)["runData"]
     assert branch in run_data and other not in run_data
 
 

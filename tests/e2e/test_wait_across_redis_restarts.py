@@ -20,19 +20,15 @@ from tests.e2e.client import ChatReply, stream_chat
 from tests.e2e.deployment import Deployment, chat_url, restart_redis
 from tests.sub_workflows import (
     CHAT,
-    MOCK,
-    agent,
+    answer_wait_answer,
     chat_trigger,
-    mock_model,
     set_node,
     wait_for_call,
-    wait_seconds,
     workflow,
 )
 from tests.waiting import wait_until
 
 WAIT_SECONDS = 4  # long enough to restart Redis inside it, short enough to keep the stream open
-ALSO = "={{ $('When chat message received').item.json.chatInput }} again"
 RECORD_GONE = "The execution record is gone."
 BOUND = 60  # seconds any step here may take on a busy machine: a hang fails, never a slow step
 
@@ -57,17 +53,7 @@ def _session() -> str:
 
 def _waiting_chat(deploy: Deployment) -> dict:
     """Streaming: an Agent answers, the Wait node waits WAIT_SECONDS, another Agent answers."""
-    flow = workflow(
-        "Wait across a restart",
-        [chat_trigger("streaming"), agent("Before"), wait_seconds("Wait", WAIT_SECONDS),
-         agent("After", promptType="define", text=ALSO), mock_model()],
-        [CHAT, "Before", "Wait", "After"],
-        [(MOCK, "ai_languageModel", "Before")],
-    )  # fmt: skip
-    flow["connections"][MOCK]["ai_languageModel"][0].append(
-        {"node": "After", "type": "ai_languageModel", "index": 0}
-    )
-    return deploy.activate(flow)
+    return deploy.activate(answer_wait_answer("Wait across a restart", WAIT_SECONDS))
 
 
 def _call_chat(deploy: Deployment) -> dict:

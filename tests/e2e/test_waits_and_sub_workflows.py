@@ -18,6 +18,7 @@ from tests.sub_workflows import (
     MOCK,
     agent,
     agent_with_workflow_tool,
+    answer_wait_answer,
     calculator_child,
     chat_trigger,
     execute_workflow,
@@ -25,13 +26,9 @@ from tests.sub_workflows import (
     mock_model,
     set_node,
     wait_for_call,
-    wait_seconds,
     workflow,
 )
 from tests.waiting import wait_until
-
-ALSO = "={{ $('When chat message received').item.json.chatInput }} again"
-
 
 USER, PASSWORD = "waiter", "s3cret-resume"
 
@@ -77,16 +74,7 @@ def _echo_chat(deploy) -> dict:
 
 
 def test_a_chat_that_waits_a_moment_streams_its_answers_before_and_after_on_one_stream(deploy):
-    flow = workflow(
-        "Wait a moment",
-        [chat_trigger("streaming"), agent("Before"), wait_seconds("Wait", 0.01),
-         agent("After", promptType="define", text=ALSO), mock_model()],
-        [CHAT, "Before", "Wait", "After"],
-        [(MOCK, "ai_languageModel", "Before")],
-    )  # fmt: skip
-    flow["connections"][MOCK]["ai_languageModel"][0].append(
-        {"node": "After", "type": "ai_languageModel", "index": 0}
-    )
+    flow = answer_wait_answer("Wait a moment", 0.01)
     deploy.activate(flow)
     reply = stream_chat(chat_url(deploy.base, flow), "hello", _session())
     assert reply.status == 200
