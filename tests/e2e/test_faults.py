@@ -129,12 +129,16 @@ def test_a_fault_as_a_reply_resumes_a_wait(bed, fault):
     at = time.monotonic()
     _inject(bed, fault, None)
     execution_id = str(conversation.told.execution_id)
+    # The record is read once the client saw how its reply went: read while Redis is paused, it
+    # can be answered before the api's reply, held by the same pause, is taken.
+    conversation.told.wait(checker.bound)
     record = wait_until(lambda: (r := bed.deploy.execution(execution_id))
                         and r["status"] not in ("new", "running") and r,
                         checker.bound, "the resumed execution to settle")  # fmt: skip
     if record["status"] == "waiting":  # the reply was lost with the api before it was taken
-        conversation.told.wait(checker.bound)
-        conversation.reply(conversation.told.text)  # the user sends it again
+        told = conversation.told
+        assert told.outcome in ("cut", "error"), f"{told.outcome} {told.answer!r}, yet it waits"
+        conversation.reply(told.text)  # the user sends it again
     _check(bed, checker, fault, at, cut_ok=fault == "api killed")
 
 
