@@ -70,6 +70,16 @@ def _packed_dist(folder: Path) -> Path:
     return folder / "package" / "dist"
 
 
+def _open_export(export, chat_deployment, widget_site, page) -> dict:
+    """An n8n export, unchanged but for the origin it allows, active and open in the widget
+    (no streaming, as its Chat nodes answer); the workflow as activated."""
+    workflow = fresh_ids(json.loads(export.read_text())[0])
+    workflow["nodes"][0]["parameters"]["options"]["allowedOrigins"] = widget_site
+    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
+    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    return workflow
+
+
 def _the_one_run_succeeds(deployment, workflow: dict) -> str:
     """The conversation was one execution, and it ends in success: its id."""
     runs = deployment.redis.zrange(deployment.keys.workflow_executions(workflow["id"]), 0, -1)
@@ -181,10 +191,7 @@ def test_the_n8n_chat_widget_shows_an_approval_s_buttons_and_a_click_answers_it(
     """The n8n 2.41.1 export with 1.3 Chat nodes: a message, a question answered over the
     socket, then buttons the widget renders from the with-buttons frame; clicking one GETs its
     link, the execution goes on, and its next message comes over the same socket."""
-    workflow = fresh_ids(json.loads(EXPORT_13.read_text())[0])
-    workflow["nodes"][0]["parameters"]["options"]["allowedOrigins"] = widget_site
-    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
-    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    workflow = _open_export(EXPORT_13, chat_deployment, widget_site, page)
     page.locator(".chat-message-from-bot", has_text="Hello from the widget").wait_for()
     box = page.locator('[data-test-id="chat-input"]')
     box.fill("hello")
@@ -217,10 +224,7 @@ def test_n8n_s_approval_export_answers_each_button_in_its_branch_in_the_n8n_chat
     """n8n's approval export (Chat node approval -> If -> a Chat node per branch), unchanged
     but for the origin it allows: the widget shows the two buttons, and a click on either ends
     in that branch's message, as on n8n (tests/chat/test_approval_if.py has the frames)."""
-    workflow = fresh_ids(json.loads(APPROVAL_IF.read_text())[0])
-    workflow["nodes"][0]["parameters"]["options"]["allowedOrigins"] = widget_site
-    url = chat_url(chat_deployment.base, chat_deployment.activate(workflow))
-    page.goto(f"{widget_site}/index.html?webhook={quote(url)}&streaming=false")
+    workflow = _open_export(APPROVAL_IF, chat_deployment, widget_site, page)
     box = page.locator('[data-test-id="chat-input"]')
     box.fill("restart the server")
     box.press("Enter")
