@@ -85,6 +85,8 @@ class Outcome:
             return event
         if self._caught_up:
             return self._caught_up.pop(0)
+        if self._finished is not None:  # seen on subscribing again
+            return self._delivered(self._finished)
         try:
             record = self.checks.check(self.launch.execution_id)
         except redis.RedisError as err:
@@ -125,6 +127,7 @@ class Outcome:
         early: Event | None = event.body
         self._catch_up(until=None if early is None else early.seq)
         if early is None:
+            self._look_on_rejoining()
             return None
         if self.stream.next_seq != early.seq:
             lost = "Events of this execution were lost on the way."
@@ -132,6 +135,19 @@ class Outcome:
         self.stream.next_seq += 1
         self._caught_up.append(early)
         return self._caught_up.pop(0)
+
+    def _look_on_rejoining(self) -> None:
+        """Subscribed again: the final event may have been published while it was not, and
+        would then never come. The record is asked now, not after a quiet interval: a relay
+        that took over a finished execution (api/hub/follow.py) ends it at once. Everything
+        published before the final event was kept, so the catch-up just done holds it all."""
+        try:
+            record = self.checks.check(self.launch.execution_id)
+        except redis.RedisError:
+            return  # the next quiet interval asks again
+        if record is not None and record.finished:
+            self._finished = record
+            self._delivery_until = time.monotonic() + DELIVERY_SECONDS
 
     def _catch_up(self, until: int | None) -> None:
         """The events from the stream's next number (up to `until`) that the worker kept

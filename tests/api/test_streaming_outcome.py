@@ -60,10 +60,15 @@ def finished(store: ExecutionStore, status: Status = Status.SUCCESS, **fields) -
     assert store.finish(running, final, "").written
 
 
+KEEPALIVE = 0.01
+
+
 def body(store: ExecutionStore, script) -> list[dict]:
-    launch = Launch("e1", ScriptedStream(script))
+    """The NDJSON lines of a stream that reads `script` (a list, or a ScriptedStream)."""
+    stream = script if isinstance(script, ScriptedStream) else ScriptedStream(script)
+    launch = Launch("e1", stream)
     relay = SimpleNamespace(unsubscribe=lambda stream: None)
-    settings = SimpleNamespace(keepalive_seconds=0.01, redis_outage_seconds=30)
+    settings = SimpleNamespace(keepalive_seconds=KEEPALIVE, redis_outage_seconds=30)
     outcome = Outcome(launch, store, relay, settings, LivenessChecks(store))
     with Flask(__name__).test_request_context():
         text = b"".join(streaming_response(outcome, {}).response).decode()
@@ -147,6 +152,29 @@ def test_a_stream_subscribed_again_catches_up_on_what_was_published_meanwhile(st
     chunks = body(store, script)
     assert "".join(c.get("content", "") for c in chunks) == "Hello there."
     assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
+
+
+def test_a_stream_subscribed_again_after_its_execution_finished_ends_without_a_quiet_interval(
+    store,
+):
+    """Its final event was published while it was not subscribed and will never come: once
+    caught up, it takes the end from the record, never waiting a keepalive interval for an event
+    (a hub relay taking over a finished reply, api/hub/follow.py, ends it at once)."""
+    finished(store, events=3)
+    kept(store, lines(1, {"type": "item", "content": "there."}, {"type": "end"}))
+    stream = ScriptedStream([
+        lines(0, {"type": "begin"}, {"type": "item", "content": "Hello "}),
+        events.missed(),  # subscribed again; nothing more will come
+    ])  # fmt: skip
+    waits = []
+    get = stream.get
+    stream.get = lambda timeout: waits.append(timeout) or get(timeout)
+    chunks = body(store, stream)
+    assert "".join(c.get("content", "") for c in chunks) == "Hello there."
+    assert [c["type"] for c in chunks] == ["begin", "item", "item", "end"]
+    # the two scripted events, then only the final event's delivery, never a quiet interval
+    assert waits[:2] == [KEEPALIVE, KEEPALIVE] and KEEPALIVE not in waits[2:], waits
+    assert len(waits) == 3, waits
 
 
 def test_a_gap_nothing_kept_can_fill_ends_with_an_error_line(store):

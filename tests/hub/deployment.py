@@ -15,9 +15,11 @@ class HubDeployment(Deployment):
     def start_api(self, **env: str) -> str:
         port = free_port()
         merged = {**self.env, "PORT": str(port), "HOST": "127.0.0.1", **env}
+        # As `mini-n8n api` runs it (mini_n8n/cli.py), the keep-alive included: gunicorn's own
+        # 2 s closed an idle connection just as a test's next request went out on it.
         argv = [
             sys.executable, "-m", "gunicorn", "--worker-class", "gevent", "--workers", "1",
-            "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
+            "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5", "--keep-alive", "5",
             "--config", "python:api.gunicorn_conf", APP,
         ]  # fmt: skip
         proc = Process(f"api:{port}", argv, merged)
